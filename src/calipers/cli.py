@@ -1,0 +1,320 @@
+"""The ``calipers`` command line.
+
+``calipers run [options] script.py [args...]`` and
+``calipers run [options] -m module [args...]``: options come before the
+script; everything after it belongs to the program.  The launcher checks its
+input, then replaces itself (same PID) with ``python script.py args...``, the
+engine loaded by a bootstrap on PYTHONPATH (see _boot/sitecustomize.py).
+
+Errors are one line on standard error and a non-zero status: 2 for bad usage
+(unknown option, missing script, unwritable output), 1 where Python itself
+would exit with 1 (syntax error, no such module).
+"""
+
+import os
+import sys
+
+from calipers import __version__
+
+USAGE = """\
+usage: calipers run [options] script.py [args...]
+       calipers run [options] -m module [args...]
+       calipers --version | --help
+
+Profile a Python program: time per line and per function, split into Python,
+native, system and waiting, for every thread.  The program runs exactly as
+under `python script.py`: same arguments, output and exit status.
+
+options (before the script; everything after it is the program's):
+  -o, --outfile FILE        write the JSON profile to FILE
+                            (default: calipers-profile.json)
+  --interval TIME           mean sampling interval, randomised (default 10ms);
+                            a number of seconds or with a unit: 5ms, 500us
+  --profile-all             profile every file, the standard library and
+                            site-packages included
+  --profile-only PAT[,PAT]  profile only files whose path contains PAT
+                            (or matches it, if PAT has * ? or [ in it)
+  --profile-exclude PAT[,PAT]
+                            never profile files matching PAT
+  --cpu-only                profile time only (no memory)
+  --no-report               do not print the summary at exit
+  --version                 print the version and exit
+  -h, --help                print this help and exit
+"""
+
+
+#: CALIPERS_PYTHONPATH when the user had no PYTHONPATH (environment values
+#: cannot be unset markers, and an empty PYTHONPATH is not the same as none).
+NO_PYTHONPATH = "\x1f"
+
+
+class UsageError(Exception):
+    """A problem with the command line: one line, exit status 2."""
+
+    status = 2
+
+
+class InputError(Exception):
+    """A problem with the program to run, with the status Python would use."""
+
+    def __init__(self, message, status):
+        super().__init__(message)
+        self.status = status
+
+
+def fail(message, status=2):
+    sys.stderr.write("calipers: error: %s\n" % message)
+    sys.exit(status)
+
+
+def parse_interval(text):
+    units = (("us", 1e-6), ("µs", 1e-6), ("ms", 1e-3), ("s", 1.0))
+    scale = 1.0
+    raw = text.strip().lower()
+    for suffix, factor in units:
+        if raw.endswith(suffix):
+            raw, scale = raw[: -len(suffix)], factor
+            break
+    try:
+        value = float(raw) * scale
+    except ValueError:
+        raise UsageError("--interval: not a duration: %r (try 10ms or 0.01)" % text)
+    if not (1e-4 <= value <= 10.0):
+        raise UsageError("--interval: %s is out of range (0.1ms to 10s)" % text)
+    return value
+
+
+def split_patterns(text, option):
+    pats = [p for p in text.split(",") if p]
+    if not pats:
+        raise UsageError("%s: expected a pattern" % option)
+    return pats
+
+
+def parse_run(args):
+    """Parse the arguments of ``run``.  Returns (options, target, program_args)."""
+    opts = {
+        "outfile": "calipers-profile.json",
+        "interval": 0.01,
+        "profile_all": False,
+        "profile_only": [],
+        "profile_exclude": [],
+        "cpu_only": False,
+        "no_report": False,
+    }
+    with_value = {"-o": "outfile", "--outfile": "outfile", "--interval": "interval",
+                  "--profile-only": "profile_only", "--profile-exclude": "profile_exclude"}
+    flags = {"--profile-all": "profile_all", "--cpu-only": "cpu_only",
+             "--no-report": "no_report"}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            i += 1
+            break
+        if arg == "-m":
+            if i + 1 >= len(args):
+                raise UsageError("-m: expected a module name")
+            return opts, ("module", args[i + 1]), args[i + 2:]
+        if arg.startswith("-m") and len(arg) > 2 and not arg.startswith("--"):
+            return opts, ("module", arg[2:]), args[i + 1:]
+        if not arg.startswith("-") or arg == "-":
+            break
+        name, eq, value = arg.partition("=")
+        if name.startswith("-o") and not name.startswith("--") and len(name) > 2:
+            name, eq, value = "-o", "=", arg[2:]
+        if name in ("-h", "--help"):
+            sys.stdout.write(USAGE)
+            sys.exit(0)
+        if name in flags and not eq:
+            opts[flags[name]] = True
+        elif name in with_value:
+            if not eq:
+                i += 1
+                if i >= len(args):
+                    raise UsageError("%s: expected a value" % name)
+                value = args[i]
+            key = with_value[name]
+            if key == "interval":
+                opts[key] = parse_interval(value)
+            elif key in ("profile_only", "profile_exclude"):
+                opts[key] += split_patterns(value, name)
+            else:
+                if not value:
+                    raise UsageError("%s: expected a file name" % name)
+                opts[key] = value
+        else:
+            raise UsageError("unknown option %s (see calipers --help)" % arg)
+        i += 1
+    if i >= len(args):
+        raise UsageError("no program to profile (calipers run script.py [args...])")
+    if args[i] == "-":
+        raise UsageError("profiling a program read from standard input is not supported")
+    return opts, ("script", args[i]), args[i + 1:]
+
+
+def check_script(path):
+    """Python's own checks, as one-line errors, before replacing ourselves."""
+    if not os.path.exists(path):
+        raise InputError("can't open file %r: No such file or directory" % path, 2)
+    if os.path.isdir(path):
+        if not os.path.exists(os.path.join(path, "__main__.py")):
+            raise InputError("can't find '__main__.py' in directory %r" % path, 1)
+        return
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as exc:
+        raise InputError("can't open file %r: %s" % (path, exc.strerror), 2)
+    if source[:2] == b"PK":  # a zip application: Python checks it itself
+        return
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            compile(source, path, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            where = "%s, line %s" % (path, exc.lineno) if exc.lineno else path
+            raise InputError("syntax error in %s: %s" % (where, exc.msg), 1)
+        except ValueError as exc:  # e.g. null bytes
+            raise InputError("cannot compile %s: %s" % (path, exc), 1)
+
+
+def check_module(name):
+    """Does the top-level package of `name` exist?  Finding a top-level module
+    imports nothing, so this has no side effects; deeper errors are Python's."""
+    import importlib.util
+
+    top = name.partition(".")[0]
+    if not top or not all(part.isidentifier() for part in name.split(".")):
+        raise InputError("No module named %r" % name, 1)
+    saved = sys.path[:]
+    sys.path[:] = [os.getcwd()] + [p for p in sys.path[1:]]
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    finally:
+        sys.path[:] = saved
+    if not found:
+        raise InputError("No module named %r" % top, 1)
+
+
+def check_outfile(path):
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        raise UsageError("--outfile %s is a directory" % path)
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        raise UsageError("cannot write the profile to %s: no such directory" % path)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UsageError("cannot write the profile to %s: permission denied" % path)
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UsageError("cannot write the profile to %s: permission denied" % path)
+    return path
+
+
+def library_dirs():
+    """Directories whose code is not the program's own: the standard library
+    and every site-packages this interpreter knows."""
+    import site
+    import sysconfig
+
+    dirs = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(path)
+    for getter in ("getsitepackages", "getusersitepackages"):
+        try:
+            found = getattr(site, getter)()
+        except Exception:
+            continue
+        dirs.update([found] if isinstance(found, str) else found)
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+        dirs.add(os.path.join(prefix, "lib", "python%d.%d" % sys.version_info[:2]))
+    real = set()
+    for d in dirs:
+        real.add(os.path.abspath(d))
+        real.add(os.path.realpath(d))
+    return sorted(real)
+
+
+def interpreter_flags():
+    """The launcher's own interpreter options (-O, -W, -X ...) to pass on,
+    without those that would stop the bootstrap from loading."""
+    import subprocess
+
+    flags = subprocess._args_from_interpreter_flags()
+    return [f for f in flags if f not in ("-E", "-I", "-S")]
+
+
+def run(args):
+    import time
+
+    from calipers import _agent
+
+    opts, (kind, target), program_args = parse_run(args)
+    if kind == "script":
+        check_script(target)
+    else:
+        check_module(target)
+    outfile = check_outfile(opts["outfile"])
+
+    cwd = os.getcwd()
+    argv = [target if kind == "script" else "-m " + target] + program_args
+    config = {
+        "outfile": outfile,
+        "interval": repr(opts["interval"]),
+        "profile_all": opts["profile_all"],
+        "profile_only": opts["profile_only"],
+        "profile_exclude": opts["profile_exclude"],
+        "no_report": opts["no_report"],
+        "library": library_dirs(),
+        "cwd": cwd,
+        "script": os.path.abspath(target) if kind == "script" else None,
+        "module": target if kind == "module" else None,
+        "argv": argv,
+        "start_unix": repr(time.time()),
+    }
+    env = dict(os.environ)
+    boot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot")
+    old = env.get("PYTHONPATH")
+    env["CALIPERS_PYTHONPATH"] = NO_PYTHONPATH if old is None else old
+    env["PYTHONPATH"] = boot if not old else boot + os.pathsep + old
+    env["CALIPERS_CONFIG"] = _agent.encode_config(config)
+    exe = sys.executable
+    cmd = [exe] + interpreter_flags()
+    cmd += [target] if kind == "script" else ["-m", target]
+    cmd += program_args
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(exe, cmd, env)
+    except OSError as exc:
+        fail("cannot start %s: %s" % (exe, exc.strerror), 1)
+
+
+def main(argv=None):
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        if not args or args[0] in ("-h", "--help", "help"):
+            sys.stdout.write(USAGE)
+            sys.exit(0 if args else 2)
+        if args[0] == "--version":
+            sys.stdout.write("calipers %s\n" % __version__)
+            sys.exit(0)
+        if args[0] == "run":
+            run(args[1:])
+            return
+        if args[0].startswith("-"):
+            raise UsageError("unknown option %s (see calipers --help)" % args[0])
+        raise UsageError("unknown command %r (did you mean: calipers run %s?)"
+                         % (args[0], " ".join(args)))
+    except UsageError as exc:
+        fail(str(exc), exc.status)
+    except InputError as exc:
+        fail(str(exc), exc.status)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,63 @@
+/*
+ * cal_clock — see cal_clock.h.  The encoding of per-thread CPU clock ids is
+ * the kernel's (include/linux/posix-timers.h: CPUCLOCK_PERTHREAD_MASK = 4,
+ * CPUCLOCK_PROF = 0, CPUCLOCK_VIRT = 1, CPUCLOCK_SCHED = 2,
+ * CPUCLOCK_CLOCK_MASK = 3, the thread id negated above bit 3) and is ABI.
+ */
+#define _GNU_SOURCE
+#include "cal_clock.h"
+
+#include <errno.h>
+
+enum { CLOCK_PROF_ = 0, CLOCK_VIRT_ = 1, CLOCK_SCHED_ = 2, CLOCK_PERTHREAD_ = 4 };
+
+static int64_t to_ns(const struct timespec *ts)
+{
+    return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+int64_t cal_clock_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return to_ns(&ts);
+}
+
+clockid_t cal_clock_thread_base(clockid_t sched_clock)
+{
+    return (clockid_t)((sched_clock & ~7) | CLOCK_PERTHREAD_);
+}
+
+int cal_clock_thread_tid(clockid_t base)
+{
+    return (int)~(base >> 3);
+}
+
+int64_t cal_clock_thread_cpu_sigsafe(clockid_t base)
+{
+    int saved = errno;
+    struct timespec ts;
+    int rc = clock_gettime(base | CLOCK_SCHED_, &ts);
+    errno = saved;
+    return rc == 0 ? to_ns(&ts) : -1;
+}
+
+int cal_clock_thread_times_sigsafe(clockid_t base, cal_thread_times *out)
+{
+    int saved = errno;
+    struct timespec sched, user, prof;
+    int rc = clock_gettime(base | CLOCK_SCHED_, &sched);
+    if (rc == 0)
+        rc = clock_gettime(base | CLOCK_VIRT_, &user);
+    if (rc == 0)
+        rc = clock_gettime(base | CLOCK_PROF_, &prof);
+    errno = saved;
+    if (rc != 0)
+        return -1;
+    out->cpu_ns = to_ns(&sched);
+    /* PROF and VIRT are sampled at the same tick granularity, so their
+       difference is the kernel's own estimate of system time. */
+    int64_t sys = to_ns(&prof) - to_ns(&user);
+    out->system_ns = sys < 0 ? 0 : sys;
+    return 0;
+}

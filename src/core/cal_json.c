@@ -1,0 +1,197 @@
+/* cal_json — see cal_json.h. */
+#include "cal_json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void cal_json_init(cal_json *j, cal_buf *out, int indent)
+{
+    memset(j, 0, sizeof(*j));
+    j->out = out;
+    j->indent = indent;
+}
+
+static void newline(cal_json *j)
+{
+    if (!j->indent)
+        return;
+    cal_buf_puts(j->out, "\n");
+    cal_buf_repeat(j->out, " ", j->depth * j->indent);
+}
+
+/* Separator and indentation before a value or a key. */
+static void before_value(cal_json *j)
+{
+    if (j->after_key) {
+        j->after_key = 0;
+        return;
+    }
+    if (j->depth > 0) {
+        if (j->count[j->depth]++)
+            cal_buf_puts(j->out, ",");
+        newline(j);
+    }
+}
+
+static void open_(cal_json *j, const char *c)
+{
+    before_value(j);
+    cal_buf_puts(j->out, c);
+    if (j->depth + 1 < CAL_JSON_MAX_DEPTH)
+        j->depth++;
+    j->count[j->depth] = 0;
+}
+
+static void close_(cal_json *j, const char *c)
+{
+    int had = j->count[j->depth];
+    if (j->depth > 0)
+        j->depth--;
+    if (had)
+        newline(j);
+    cal_buf_puts(j->out, c);
+}
+
+void cal_json_object_begin(cal_json *j)
+{
+    open_(j, "{");
+}
+void cal_json_object_end(cal_json *j)
+{
+    close_(j, "}");
+}
+void cal_json_array_begin(cal_json *j)
+{
+    open_(j, "[");
+}
+void cal_json_array_end(cal_json *j)
+{
+    close_(j, "]");
+}
+
+void cal_json_key(cal_json *j, const char *key)
+{
+    before_value(j);
+    cal_buf_puts(j->out, "\"");
+    cal_json_escape(j->out, key);
+    cal_buf_puts(j->out, j->indent ? "\": " : "\":");
+    j->after_key = 1;
+}
+
+/* Length of the valid UTF-8 sequence at s, or 0 if invalid. */
+static int utf8_len(const unsigned char *s)
+{
+    unsigned c = s[0];
+    int n;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xE0) == 0xC0)
+        n = 2, min = 0x80, c &= 0x1F;
+    else if ((c & 0xF0) == 0xE0)
+        n = 3, min = 0x800, c &= 0x0F;
+    else if ((c & 0xF8) == 0xF0)
+        n = 4, min = 0x10000, c &= 0x07;
+    else
+        return 0;
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        c = (c << 6) | (s[i] & 0x3F);
+    }
+    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+void cal_json_escape(cal_buf *out, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    while (*s) {
+        unsigned c = *s;
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            cal_buf_add(out, esc, 2);
+            s++;
+        } else if (c < 0x20) {
+            switch (c) {
+            case '\n': cal_buf_puts(out, "\\n"); break;
+            case '\r': cal_buf_puts(out, "\\r"); break;
+            case '\t': cal_buf_puts(out, "\\t"); break;
+            default: cal_buf_printf(out, "\\u%04x", c);
+            }
+            s++;
+        } else if (c < 0x80) {
+            /* '<' escaped so the JSON can sit inside an HTML <script>. */
+            if (c == '<')
+                cal_buf_puts(out, "\\u003c");
+            else
+                cal_buf_add(out, (const char *)s, 1);
+            s++;
+        } else {
+            int n = utf8_len(s);
+            if (n == 0) {
+                cal_buf_puts(out, "\\ufffd");
+                s++;
+            } else {
+                cal_buf_add(out, (const char *)s, (size_t)n);
+                s += n;
+            }
+        }
+    }
+}
+
+void cal_json_string(cal_json *j, const char *s)
+{
+    before_value(j);
+    cal_buf_puts(j->out, "\"");
+    cal_json_escape(j->out, s);
+    cal_buf_puts(j->out, "\"");
+}
+
+void cal_json_int(cal_json *j, int64_t v)
+{
+    before_value(j);
+    cal_buf_printf(j->out, "%lld", (long long)v);
+}
+
+void cal_json_bool(cal_json *j, int v)
+{
+    before_value(j);
+    cal_buf_puts(j->out, v ? "true" : "false");
+}
+
+void cal_json_null(cal_json *j)
+{
+    before_value(j);
+    cal_buf_puts(j->out, "null");
+}
+
+void cal_json_seconds(cal_json *j, int64_t ns)
+{
+    before_value(j);
+    int neg = ns < 0;
+    uint64_t us = (uint64_t)(neg ? -ns : ns);
+    us = (us + 500) / 1000;
+    cal_buf_printf(j->out, "%s%llu.%06llu", neg && us ? "-" : "",
+                   (unsigned long long)(us / 1000000), (unsigned long long)(us % 1000000));
+}
+
+void cal_json_fixed(cal_json *j, double v, int decimals)
+{
+    before_value(j);
+    if (!isfinite(v)) {
+        cal_buf_puts(j->out, "null");
+        return;
+    }
+    if (decimals < 0)
+        decimals = 0;
+    if (decimals > 9)
+        decimals = 9;
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%.*f", decimals, v);
+    if (strcmp(tmp, "-0") == 0 || strspn(tmp, "-0.") == strlen(tmp))
+        snprintf(tmp, sizeof tmp, "%.*f", decimals, 0.0);
+    cal_buf_puts(j->out, tmp);
+}

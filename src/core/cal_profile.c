@@ -1,0 +1,265 @@
+/* cal_profile — see cal_profile.h. */
+#include "cal_profile.h"
+
+#include "cal_map.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct vec {
+    void *data;
+    size_t len, cap, elem;
+} vec;
+
+struct cal_profile {
+    vec strings;   /* char * */
+    cal_map string_index; /* hash -> string id */
+    vec lines;     /* cal_line_stat */
+    cal_map line_index;   /* (file << 32 | line) -> index */
+    vec funcs;     /* cal_func_stat */
+    cal_map func_index;   /* hash(file, name, first_line) -> index */
+    vec threads;   /* cal_thread_stat */
+    cal_map thread_index; /* hash(ident, tid) -> index */
+    int64_t wall_ns;
+};
+
+static void *vec_push(vec *v)
+{
+    if (v->len == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 16;
+        void *data = realloc(v->data, cap * v->elem);
+        if (!data)
+            return NULL;
+        v->data = data;
+        v->cap = cap;
+    }
+    void *slot = (char *)v->data + v->len * v->elem;
+    memset(slot, 0, v->elem);
+    v->len++;
+    return slot;
+}
+
+static void *vec_at(const vec *v, size_t i)
+{
+    return (char *)v->data + i * v->elem;
+}
+
+cal_profile *cal_profile_new(void)
+{
+    cal_profile *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->strings.elem = sizeof(char *);
+    p->lines.elem = sizeof(cal_line_stat);
+    p->funcs.elem = sizeof(cal_func_stat);
+    p->threads.elem = sizeof(cal_thread_stat);
+    return p;
+}
+
+void cal_profile_free(cal_profile *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->strings.len; i++)
+        free(*(char **)vec_at(&p->strings, i));
+    free(p->strings.data);
+    free(p->lines.data);
+    free(p->funcs.data);
+    free(p->threads.data);
+    cal_map_clear(&p->string_index);
+    cal_map_clear(&p->line_index);
+    cal_map_clear(&p->func_index);
+    cal_map_clear(&p->thread_index);
+    free(p);
+}
+
+uint32_t cal_profile_string(cal_profile *p, const char *s, size_t n)
+{
+    uint64_t h = cal_hash_bytes(s, n);
+    size_t cursor = 0;
+    uint32_t id;
+    while ((id = cal_map_find(&p->string_index, h, &cursor)) != CAL_MAP_NONE) {
+        const char *have = *(char **)vec_at(&p->strings, id);
+        if (strlen(have) == n && memcmp(have, s, n) == 0)
+            return id;
+    }
+    char *copy = malloc(n + 1);
+    if (!copy)
+        return CAL_PROFILE_NONE;
+    memcpy(copy, s, n);
+    copy[n] = '\0';
+    id = (uint32_t)p->strings.len;
+    char **slot = vec_push(&p->strings);
+    if (!slot || cal_map_put(&p->string_index, h, id) != 0) {
+        if (slot)
+            p->strings.len--;
+        free(copy);
+        return CAL_PROFILE_NONE;
+    }
+    *slot = copy;
+    return id;
+}
+
+const char *cal_profile_string_at(const cal_profile *p, uint32_t id)
+{
+    if (id >= p->strings.len)
+        return "";
+    return *(char **)vec_at(&p->strings, id);
+}
+
+uint32_t cal_profile_function(cal_profile *p, uint32_t file, uint32_t name,
+                              int32_t first_line)
+{
+    uint64_t h = cal_hash_u64(((uint64_t)file << 32 | name) ^
+                              cal_hash_u64((uint64_t)(uint32_t)first_line));
+    size_t cursor = 0;
+    uint32_t id;
+    while ((id = cal_map_find(&p->func_index, h, &cursor)) != CAL_MAP_NONE) {
+        const cal_func_stat *f = vec_at(&p->funcs, id);
+        if (f->file == file && f->name == name && f->first_line == first_line)
+            return id;
+    }
+    id = (uint32_t)p->funcs.len;
+    cal_func_stat *f = vec_push(&p->funcs);
+    if (!f)
+        return CAL_PROFILE_NONE;
+    if (cal_map_put(&p->func_index, h, id) != 0) {
+        p->funcs.len--;
+        return CAL_PROFILE_NONE;
+    }
+    f->file = file;
+    f->name = name;
+    f->first_line = first_line;
+    return id;
+}
+
+uint32_t cal_profile_thread(cal_profile *p, uint64_t ident, int32_t tid, int is_main)
+{
+    uint64_t h = cal_hash_u64(ident) ^ (uint64_t)(uint32_t)tid;
+    size_t cursor = 0;
+    uint32_t id;
+    while ((id = cal_map_find(&p->thread_index, h, &cursor)) != CAL_MAP_NONE) {
+        const cal_thread_stat *t = vec_at(&p->threads, id);
+        if (t->ident == ident && t->tid == tid)
+            return id;
+    }
+    id = (uint32_t)p->threads.len;
+    cal_thread_stat *t = vec_push(&p->threads);
+    if (!t)
+        return CAL_PROFILE_NONE;
+    if (cal_map_put(&p->thread_index, h, id) != 0) {
+        p->threads.len--;
+        return CAL_PROFILE_NONE;
+    }
+    t->ident = ident;
+    t->tid = tid;
+    t->is_main = is_main;
+    t->name = CAL_PROFILE_NONE;
+    return id;
+}
+
+int cal_profile_set_thread_name(cal_profile *p, uint32_t thread, const char *name)
+{
+    if (thread >= p->threads.len)
+        return -1;
+    uint32_t sid = cal_profile_string(p, name, strlen(name));
+    if (sid == CAL_PROFILE_NONE)
+        return -1;
+    ((cal_thread_stat *)vec_at(&p->threads, thread))->name = sid;
+    return 0;
+}
+
+void cal_times_add(cal_times *dst, const cal_times *src)
+{
+    dst->python_ns += src->python_ns;
+    dst->native_ns += src->native_ns;
+    dst->system_ns += src->system_ns;
+    dst->waiting_ns += src->waiting_ns;
+    dst->samples += src->samples;
+}
+
+int64_t cal_times_cpu(const cal_times *t)
+{
+    return t->python_ns + t->native_ns + t->system_ns;
+}
+
+int64_t cal_times_all(const cal_times *t)
+{
+    return cal_times_cpu(t) + t->waiting_ns;
+}
+
+int cal_profile_add_sample(cal_profile *p, uint32_t thread, uint32_t file, int32_t line,
+                           uint32_t func, const cal_times *t)
+{
+    cal_thread_stat *th = thread < p->threads.len ? vec_at(&p->threads, thread) : NULL;
+    if (file == CAL_PROFILE_NONE) {
+        if (th) {
+            cal_times_add(&th->t, t);
+            cal_times_add(&th->unattributed, t);
+        }
+        return 0;
+    }
+    uint64_t key = (uint64_t)file << 32 | (uint32_t)line;
+    uint32_t id = cal_map_get(&p->line_index, key);
+    if (id == CAL_MAP_NONE) {
+        id = (uint32_t)p->lines.len;
+        cal_line_stat *ls = vec_push(&p->lines);
+        if (!ls)
+            return -1;
+        if (cal_map_put(&p->line_index, key, id) != 0) {
+            p->lines.len--;
+            return -1;
+        }
+        ls->file = file;
+        ls->line = line;
+    }
+    cal_line_stat *ls = vec_at(&p->lines, id);
+    ls->func = func;
+    cal_times_add(&ls->t, t);
+    if (func < p->funcs.len)
+        cal_times_add(&((cal_func_stat *)vec_at(&p->funcs, func))->self, t);
+    if (th)
+        cal_times_add(&th->t, t);
+    return 0;
+}
+
+void cal_profile_add_func_total(cal_profile *p, uint32_t func, const cal_times *t)
+{
+    if (func < p->funcs.len)
+        cal_times_add(&((cal_func_stat *)vec_at(&p->funcs, func))->total, t);
+}
+
+void cal_profile_set_wall(cal_profile *p, int64_t wall_ns)
+{
+    p->wall_ns = wall_ns;
+}
+
+int64_t cal_profile_wall(const cal_profile *p)
+{
+    return p->wall_ns;
+}
+
+size_t cal_profile_nlines(const cal_profile *p)
+{
+    return p->lines.len;
+}
+const cal_line_stat *cal_profile_line_at(const cal_profile *p, size_t i)
+{
+    return vec_at(&p->lines, i);
+}
+size_t cal_profile_nfuncs(const cal_profile *p)
+{
+    return p->funcs.len;
+}
+const cal_func_stat *cal_profile_func_at(const cal_profile *p, size_t i)
+{
+    return vec_at(&p->funcs, i);
+}
+size_t cal_profile_nthreads(const cal_profile *p)
+{
+    return p->threads.len;
+}
+const cal_thread_stat *cal_profile_thread_at(const cal_profile *p, size_t i)
+{
+    return vec_at(&p->threads, i);
+}

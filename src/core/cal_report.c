@@ -1,0 +1,604 @@
+/* cal_report — see cal_report.h. */
+#define _GNU_SOURCE /* qsort_r */
+#include "cal_report.h"
+
+#include "cal_json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- totals ------------------------------------------------------------ */
+
+typedef struct totals {
+    cal_times all;          /* every thread, attributed or not */
+    cal_times unattributed;
+    int64_t attributed_samples;
+} totals;
+
+static void compute_totals(const cal_profile *p, totals *t)
+{
+    memset(t, 0, sizeof(*t));
+    for (size_t i = 0; i < cal_profile_nthreads(p); i++) {
+        const cal_thread_stat *th = cal_profile_thread_at(p, i);
+        cal_times_add(&t->all, &th->t);
+        cal_times_add(&t->unattributed, &th->unattributed);
+    }
+    t->attributed_samples = t->all.samples - t->unattributed.samples;
+}
+
+/* ---- notes ------------------------------------------------------------- */
+
+static void join_patterns(cal_buf *out, const char *const *pats, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            cal_buf_puts(out, ",");
+        cal_buf_puts(out, pats[i]);
+    }
+}
+
+size_t cal_report_notes(const cal_profile *p, const cal_meta *m, cal_buf *out)
+{
+    totals t;
+    compute_totals(p, &t);
+    size_t n = 0;
+    double wall_ms = (double)cal_profile_wall(p) / 1e6;
+    double interval_ms = (double)m->interval_ns / 1e6;
+    if (t.all.samples == 0) {
+        cal_buf_printf(out,
+                       "No samples were taken: the program ran for %.1f ms, about the "
+                       "sampling interval (%.1f ms) or less. Profile a longer run, or "
+                       "sample more often with --interval %g.\n",
+                       wall_ms, interval_ms, interval_ms / 10 / 1000);
+        n++;
+    } else if (t.attributed_samples == 0) {
+        if (m->nprofile_only) {
+            cal_buf_printf(out, "%lld samples were taken but none had a line from a file "
+                                "matching --profile-only ",
+                           (long long)t.all.samples);
+            join_patterns(out, m->profile_only, m->nprofile_only);
+            cal_buf_puts(out, " on the stack. Check the patterns (they match any part "
+                              "of the file path), or use --profile-all.\n");
+        } else if (!m->profile_all) {
+            cal_buf_printf(out,
+                           "%lld samples were taken but none had a line from the "
+                           "program's own files on the stack: all time was spent in the "
+                           "standard library, site-packages or other filtered code. Use "
+                           "--profile-all to include library code, or --profile-only "
+                           "PATTERN to choose files.\n",
+                           (long long)t.all.samples);
+        } else {
+            cal_buf_printf(out,
+                           "%lld samples were taken but no Python line was on the stack "
+                           "in any of them (the time was spent starting up or shutting "
+                           "down the interpreter).\n",
+                           (long long)t.all.samples);
+        }
+        if (m->nprofile_exclude) {
+            cal_buf_puts(out, "Files matching --profile-exclude ");
+            join_patterns(out, m->profile_exclude, m->nprofile_exclude);
+            cal_buf_puts(out, " were left out.\n");
+            n++;
+        }
+        n++;
+    } else if (t.all.samples < 10) {
+        cal_buf_printf(out,
+                       "Only %lld samples were taken (the program ran for %.1f ms): "
+                       "the figures are rough. Sample more often with --interval.\n",
+                       (long long)t.all.samples, wall_ms);
+        n++;
+    }
+    if (m->dropped) {
+        cal_buf_printf(out, "%lld samples were dropped because memory ran out.\n",
+                       (long long)m->dropped);
+        n++;
+    }
+    return n;
+}
+
+/* ---- JSON -------------------------------------------------------------- */
+
+static void json_times_fields(cal_json *j, const cal_times *t)
+{
+    cal_json_key(j, "python_s");
+    cal_json_seconds(j, t->python_ns);
+    cal_json_key(j, "native_s");
+    cal_json_seconds(j, t->native_ns);
+    cal_json_key(j, "system_s");
+    cal_json_seconds(j, t->system_ns);
+    cal_json_key(j, "waiting_s");
+    cal_json_seconds(j, t->waiting_ns);
+    cal_json_key(j, "samples");
+    cal_json_int(j, t->samples);
+}
+
+static void json_times_object(cal_json *j, const char *key, const cal_times *t)
+{
+    cal_json_key(j, key);
+    cal_json_object_begin(j);
+    json_times_fields(j, t);
+    cal_json_object_end(j);
+}
+
+static void json_string_array(cal_json *j, const char *key, const char *const *v,
+                              size_t n)
+{
+    cal_json_key(j, key);
+    cal_json_array_begin(j);
+    for (size_t i = 0; i < n; i++)
+        cal_json_string(j, v[i]);
+    cal_json_array_end(j);
+}
+
+static void json_string_or_null(cal_json *j, const char *key, const char *s)
+{
+    cal_json_key(j, key);
+    if (s)
+        cal_json_string(j, s);
+    else
+        cal_json_null(j);
+}
+
+/* Sorting: index arrays ordered with qsort_r, the profile as context. */
+static int cmp_line(const void *a, const void *b, void *ctx)
+{
+    const cal_profile *p = ctx;
+    const cal_line_stat *x = cal_profile_line_at(p, *(const size_t *)a);
+    const cal_line_stat *y = cal_profile_line_at(p, *(const size_t *)b);
+    int c = strcmp(cal_profile_string_at(p, x->file), cal_profile_string_at(p, y->file));
+    if (c)
+        return c;
+    return (x->line > y->line) - (x->line < y->line);
+}
+
+static int cmp_func(const void *a, const void *b, void *ctx)
+{
+    const cal_profile *p = ctx;
+    const cal_func_stat *x = cal_profile_func_at(p, *(const size_t *)a);
+    const cal_func_stat *y = cal_profile_func_at(p, *(const size_t *)b);
+    int c = strcmp(cal_profile_string_at(p, x->file), cal_profile_string_at(p, y->file));
+    if (c)
+        return c;
+    if (x->first_line != y->first_line)
+        return (x->first_line > y->first_line) - (x->first_line < y->first_line);
+    return strcmp(cal_profile_string_at(p, x->name), cal_profile_string_at(p, y->name));
+}
+
+static size_t *sorted_index(const cal_profile *p, size_t n,
+                            int (*cmp)(const void *, const void *, void *))
+{
+    size_t *idx = malloc((n ? n : 1) * sizeof(*idx));
+    if (!idx)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    qsort_r(idx, n, sizeof(*idx), cmp, (void *)p);
+    return idx;
+}
+
+static void json_files(cal_json *j, const cal_profile *p)
+{
+    size_t nl = cal_profile_nlines(p), nf = cal_profile_nfuncs(p);
+    size_t *li = sorted_index(p, nl, cmp_line);
+    size_t *fi = sorted_index(p, nf, cmp_func);
+    cal_json_key(j, "files");
+    cal_json_array_begin(j);
+    if (!li || !fi) {
+        j->out->failed = 1;
+        goto done;
+    }
+    size_t a = 0, b = 0;
+    while (a < nl || b < nf) {
+        /* The next file in path order among lines and functions. */
+        const char *path;
+        uint32_t file;
+        if (a < nl && (b >= nf || strcmp(cal_profile_string_at(p, cal_profile_line_at(p, li[a])->file),
+                                         cal_profile_string_at(p, cal_profile_func_at(p, fi[b])->file)) <= 0))
+            file = cal_profile_line_at(p, li[a])->file;
+        else
+            file = cal_profile_func_at(p, fi[b])->file;
+        path = cal_profile_string_at(p, file);
+
+        cal_times file_t = {0};
+        for (size_t k = a; k < nl && cal_profile_line_at(p, li[k])->file == file; k++)
+            cal_times_add(&file_t, &cal_profile_line_at(p, li[k])->t);
+
+        cal_json_object_begin(j);
+        cal_json_key(j, "path");
+        cal_json_string(j, path);
+        json_times_fields(j, &file_t);
+        cal_json_key(j, "lines");
+        cal_json_array_begin(j);
+        for (; a < nl && cal_profile_line_at(p, li[a])->file == file; a++) {
+            const cal_line_stat *ls = cal_profile_line_at(p, li[a]);
+            cal_json_object_begin(j);
+            cal_json_key(j, "line");
+            cal_json_int(j, ls->line);
+            cal_json_key(j, "function");
+            if (ls->func < nf)
+                cal_json_string(j, cal_profile_string_at(p, cal_profile_func_at(p, ls->func)->name));
+            else
+                cal_json_null(j);
+            json_times_fields(j, &ls->t);
+            cal_json_object_end(j);
+        }
+        cal_json_array_end(j);
+        cal_json_key(j, "functions");
+        cal_json_array_begin(j);
+        for (; b < nf && cal_profile_func_at(p, fi[b])->file == file; b++) {
+            const cal_func_stat *fs = cal_profile_func_at(p, fi[b]);
+            cal_json_object_begin(j);
+            cal_json_key(j, "name");
+            cal_json_string(j, cal_profile_string_at(p, fs->name));
+            cal_json_key(j, "line");
+            cal_json_int(j, fs->first_line);
+            json_times_object(j, "self", &fs->self);
+            json_times_object(j, "total", &fs->total);
+            cal_json_object_end(j);
+        }
+        cal_json_array_end(j);
+        cal_json_object_end(j);
+    }
+done:
+    cal_json_array_end(j);
+    free(li);
+    free(fi);
+}
+
+void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
+{
+    cal_json j;
+    cal_json_init(&j, out, 1);
+    totals t;
+    compute_totals(p, &t);
+
+    cal_json_object_begin(&j);
+    cal_json_key(&j, "schema");
+    cal_json_string(&j, CAL_SCHEMA);
+    cal_json_key(&j, "calipers_version");
+    cal_json_string(&j, m->calipers_version);
+
+    cal_json_key(&j, "program");
+    cal_json_object_begin(&j);
+    json_string_array(&j, "argv", m->argv, m->argc);
+    json_string_or_null(&j, "script", m->script);
+    json_string_or_null(&j, "module", m->module);
+    cal_json_key(&j, "cwd");
+    cal_json_string(&j, m->cwd);
+    cal_json_key(&j, "pid");
+    cal_json_int(&j, m->pid);
+    cal_json_key(&j, "python_version");
+    cal_json_string(&j, m->python_version);
+    cal_json_key(&j, "python_executable");
+    cal_json_string(&j, m->python_executable);
+    cal_json_key(&j, "start_time_unix");
+    cal_json_fixed(&j, m->start_unix, 3);
+    cal_json_object_end(&j);
+
+    cal_json_key(&j, "config");
+    cal_json_object_begin(&j);
+    cal_json_key(&j, "interval_s");
+    cal_json_seconds(&j, m->interval_ns);
+    cal_json_key(&j, "profile_all");
+    cal_json_bool(&j, m->profile_all);
+    json_string_array(&j, "profile_only", m->profile_only, m->nprofile_only);
+    json_string_array(&j, "profile_exclude", m->profile_exclude, m->nprofile_exclude);
+    cal_json_key(&j, "cpu_only");
+    cal_json_bool(&j, m->cpu_only);
+    cal_json_object_end(&j);
+
+    cal_json_key(&j, "summary");
+    cal_json_object_begin(&j);
+    cal_json_key(&j, "wall_s");
+    cal_json_seconds(&j, cal_profile_wall(p));
+    json_times_fields(&j, &t.all);
+    cal_json_key(&j, "attributed_samples");
+    cal_json_int(&j, t.attributed_samples);
+    json_times_object(&j, "unattributed", &t.unattributed);
+    cal_json_key(&j, "dropped_samples");
+    cal_json_int(&j, m->dropped);
+    cal_json_object_end(&j);
+
+    cal_json_key(&j, "threads");
+    cal_json_array_begin(&j);
+    for (size_t i = 0; i < cal_profile_nthreads(p); i++) {
+        const cal_thread_stat *th = cal_profile_thread_at(p, i);
+        cal_json_object_begin(&j);
+        cal_json_key(&j, "ident");
+        cal_json_int(&j, (int64_t)th->ident);
+        cal_json_key(&j, "tid");
+        cal_json_int(&j, th->tid);
+        cal_json_key(&j, "name");
+        if (th->name != CAL_PROFILE_NONE)
+            cal_json_string(&j, cal_profile_string_at(p, th->name));
+        else
+            cal_json_null(&j);
+        cal_json_key(&j, "main");
+        cal_json_bool(&j, th->is_main);
+        json_times_fields(&j, &th->t);
+        json_times_object(&j, "unattributed", &th->unattributed);
+        cal_json_object_end(&j);
+    }
+    cal_json_array_end(&j);
+
+    json_files(&j, p);
+
+    cal_buf notes;
+    cal_buf_init(&notes);
+    cal_report_notes(p, m, &notes);
+    cal_json_key(&j, "notes");
+    cal_json_array_begin(&j);
+    for (char *s = notes.data, *nl; s && (nl = strchr(s, '\n')); s = nl + 1) {
+        *nl = '\0';
+        cal_json_string(&j, s);
+    }
+    cal_json_array_end(&j);
+    cal_buf_free(&notes);
+
+    cal_json_object_end(&j);
+    cal_buf_puts(out, "\n");
+}
+
+/* ---- terminal summary -------------------------------------------------- */
+
+/* The text of line `line` of `path`, stripped, into dst (empty if unknown).
+   Keeps the last file read so consecutive lookups are cheap. */
+typedef struct source_cache {
+    char *path;
+    char *text;
+    size_t len;
+} source_cache;
+
+static void source_line(source_cache *c, const char *path, int line, char *dst,
+                        size_t cap)
+{
+    dst[0] = '\0';
+    if (!c->path || strcmp(c->path, path) != 0) {
+        free(c->path);
+        free(c->text);
+        c->path = strdup(path);
+        c->text = NULL;
+        c->len = 0;
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            cal_buf b;
+            cal_buf_init(&b);
+            char chunk[65536];
+            size_t n;
+            while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (64u << 20))
+                cal_buf_add(&b, chunk, n);
+            fclose(f);
+            c->text = b.data;
+            c->len = b.len;
+        }
+    }
+    if (!c->text || line < 1)
+        return;
+    const char *s = c->text, *end = c->text + c->len;
+    for (int k = 1; k < line && s < end; k++) {
+        s = memchr(s, '\n', (size_t)(end - s));
+        if (!s)
+            return;
+        s++;
+    }
+    while (s < end && (*s == ' ' || *s == '\t'))
+        s++;
+    size_t n = 0;
+    while (s + n < end && s[n] != '\n' && s[n] != '\r')
+        n++;
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, s, n);
+    dst[n] = '\0';
+}
+
+/* Display width of UTF-8 text (one column per code point), and the byte
+   length of its first `cols` columns. */
+static size_t utf8_prefix(const char *s, int cols)
+{
+    size_t i = 0;
+    int c = 0;
+    while (s[i] && c < cols) {
+        i++;
+        while ((s[i] & 0xC0) == 0x80)
+            i++;
+        c++;
+    }
+    return i;
+}
+
+static int utf8_width(const char *s)
+{
+    int c = 0;
+    for (; *s; s++)
+        if ((*s & 0xC0) != 0x80)
+            c++;
+    return c;
+}
+
+static const char *display_path(const char *path, const char *cwd)
+{
+    size_t n = cwd ? strlen(cwd) : 0;
+    if (n && strncmp(path, cwd, n) == 0 && path[n] == '/')
+        return path + n + 1;
+    return path;
+}
+
+static int pct(int64_t part, int64_t whole)
+{
+    if (whole <= 0)
+        return 0;
+    return (int)((part * 100 + whole / 2) / whole);
+}
+
+/* Append s, truncated with "…" to `cols` display columns. */
+static void add_clipped(cal_buf *out, const char *s, int cols)
+{
+    if (cols <= 0)
+        return;
+    if (utf8_width(s) <= cols) {
+        cal_buf_puts(out, s);
+        return;
+    }
+    cal_buf_add(out, s, utf8_prefix(s, cols - 1));
+    cal_buf_puts(out, "…");
+}
+
+/* Append text word-wrapped to `width` columns; continuation lines are
+   indented by `indent` spaces. */
+static void add_wrapped(cal_buf *out, const char *text, int width, int indent)
+{
+    int col = 0;
+    const char *s = text;
+    while (*s) {
+        const char *w = s;
+        while (*w == ' ')
+            w++;
+        const char *e = w;
+        while (*e && *e != ' ')
+            e++;
+        char word[1024];
+        size_t n = (size_t)(e - w) < sizeof word - 1 ? (size_t)(e - w) : sizeof word - 1;
+        memcpy(word, w, n);
+        word[n] = '\0';
+        int wlen = utf8_width(word);
+        if (col > indent && col + 1 + wlen > width) {
+            cal_buf_puts(out, "\n");
+            cal_buf_repeat(out, " ", indent);
+            col = indent;
+        } else if (col > 0 && s != text) {
+            cal_buf_puts(out, " ");
+            col++;
+        }
+        add_clipped(out, word, width - col);
+        col += wlen < width - col ? wlen : width - col;
+        s = e;
+    }
+    cal_buf_puts(out, "\n");
+}
+
+static void split_columns(cal_buf *out, const cal_times *t, int64_t whole)
+{
+    int64_t all = cal_times_all(t);
+    cal_buf_printf(out, "%7.2fs %4d%% %6d%% %6d%% %6d%% %6d%%  ", (double)all / 1e9,
+                   pct(all, whole), pct(t->python_ns, all), pct(t->native_ns, all),
+                   pct(t->system_ns, all), pct(t->waiting_ns, all));
+}
+
+static int cmp_line_time(const void *a, const void *b, void *ctx)
+{
+    const cal_profile *p = ctx;
+    int64_t x = cal_times_all(&cal_profile_line_at(p, *(const size_t *)a)->t);
+    int64_t y = cal_times_all(&cal_profile_line_at(p, *(const size_t *)b)->t);
+    if (x != y)
+        return x < y ? 1 : -1;
+    return cmp_line(a, b, ctx);
+}
+
+static int cmp_func_time(const void *a, const void *b, void *ctx)
+{
+    const cal_profile *p = ctx;
+    int64_t x = cal_times_all(&cal_profile_func_at(p, *(const size_t *)a)->total);
+    int64_t y = cal_times_all(&cal_profile_func_at(p, *(const size_t *)b)->total);
+    if (x != y)
+        return x < y ? 1 : -1;
+    return cmp_func(a, b, ctx);
+}
+
+#define TOP_LINES 10
+#define TOP_FUNCS 5
+#define COLUMNS_WIDTH 48 /* width of split_columns() output */
+
+void cal_report_summary(const cal_profile *p, const cal_meta *m, const char *outfile,
+                        int width, cal_buf *out)
+{
+    if (width < 60)
+        width = 60;
+    totals t;
+    compute_totals(p, &t);
+    int64_t whole = cal_times_all(&t.all);
+    int64_t cpu = cal_times_cpu(&t.all);
+    const char *what = m->script ? display_path(m->script, m->cwd) : m->module;
+
+    cal_buf head;
+    cal_buf_init(&head);
+    cal_buf_printf(&head, "calipers: %s%s ran %.2f s; CPU %.2f s (Python %d%%, native %d%%, "
+                          "system %d%%), waiting %.2f s",
+                   m->module ? "-m " : "", what ? what : "?", (double)cal_profile_wall(p) / 1e9,
+                   (double)cpu / 1e9, pct(t.all.python_ns, cpu), pct(t.all.native_ns, cpu),
+                   pct(t.all.system_ns, cpu), (double)t.all.waiting_ns / 1e9);
+    if (cal_profile_nthreads(p) > 1)
+        cal_buf_printf(&head, " across %zu threads", cal_profile_nthreads(p));
+    if (head.data)
+        add_wrapped(out, head.data, width, 10);
+    cal_buf_free(&head);
+
+    cal_buf notes;
+    cal_buf_init(&notes);
+    if (cal_report_notes(p, m, &notes)) {
+        for (char *s = notes.data, *nl; s && (nl = strchr(s, '\n')); s = nl + 1) {
+            *nl = '\0';
+            cal_buf line;
+            cal_buf_init(&line);
+            cal_buf_printf(&line, "calipers: note: %s", s);
+            if (line.data)
+                add_wrapped(out, line.data, width, 16);
+            cal_buf_free(&line);
+        }
+    }
+    cal_buf_free(&notes);
+
+    size_t nl = cal_profile_nlines(p), nf = cal_profile_nfuncs(p);
+    if (nl) {
+        size_t *idx = sorted_index(p, nl, cmp_line_time);
+        if (idx) {
+            cal_buf_printf(out, "\n   %-8s%5s %7s %7s %7s %7s  %s\n", "time", "%", "python",
+                           "native", "system", "waiting", "top lines");
+            source_cache sc = {0};
+            char text[512], label[600];
+            for (size_t k = 0; k < nl && k < TOP_LINES; k++) {
+                const cal_line_stat *ls = cal_profile_line_at(p, idx[k]);
+                if (cal_times_all(&ls->t) == 0)
+                    break;
+                const char *path = cal_profile_string_at(p, ls->file);
+                const char *base = strrchr(path, '/');
+                base = base ? base + 1 : path;
+                source_line(&sc, path, ls->line, text, sizeof text);
+                snprintf(label, sizeof label, "%s:%d  %s", base, ls->line, text);
+                cal_buf_puts(out, " ");
+                split_columns(out, &ls->t, whole);
+                add_clipped(out, label, width - COLUMNS_WIDTH - 1);
+                cal_buf_puts(out, "\n");
+            }
+            free(sc.path);
+            free(sc.text);
+            free(idx);
+        }
+    }
+    if (nf) {
+        size_t *idx = sorted_index(p, nf, cmp_func_time);
+        if (idx) {
+            cal_buf_printf(out, "\n   %-8s%5s %7s %7s %7s %7s  %s\n", "time", "%", "python",
+                           "native", "system", "waiting", "top functions (inclusive)");
+            char label[600];
+            for (size_t k = 0; k < nf && k < TOP_FUNCS; k++) {
+                const cal_func_stat *fs = cal_profile_func_at(p, idx[k]);
+                if (cal_times_all(&fs->total) == 0)
+                    break;
+                const char *path = cal_profile_string_at(p, fs->file);
+                const char *base = strrchr(path, '/');
+                base = base ? base + 1 : path;
+                snprintf(label, sizeof label, "%s  (%s:%d)", cal_profile_string_at(p, fs->name),
+                         base, fs->first_line);
+                cal_buf_puts(out, " ");
+                split_columns(out, &fs->total, whole);
+                add_clipped(out, label, width - COLUMNS_WIDTH - 1);
+                cal_buf_puts(out, "\n");
+            }
+            free(idx);
+        }
+    }
+    if (outfile)
+        cal_buf_printf(out, "\ncalipers: profile written to %s\n", outfile);
+}

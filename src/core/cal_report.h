@@ -1,0 +1,54 @@
+/*
+ * cal_report — turns a cal_profile into the versioned JSON profile and into
+ * the short terminal summary printed at exit.  Plain C, no Python; reads the
+ * profiled source files only to show line text in the summary.
+ *
+ * Output is deterministic: files sorted by path, lines by number, functions
+ * by first line and name, threads in the order first seen.
+ */
+#ifndef CAL_REPORT_H
+#define CAL_REPORT_H
+
+#include "cal_buf.h"
+#include "cal_profile.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CAL_SCHEMA "calipers/1"
+
+typedef struct cal_meta {
+    const char *calipers_version;
+    const char *python_version;
+    const char *python_executable;
+    const char *cwd;
+    const char *script; /* NULL when run with -m */
+    const char *module; /* NULL when run as a script */
+    const char *const *argv;
+    size_t argc;
+    int64_t pid;
+    double start_unix; /* seconds since the epoch */
+    int64_t interval_ns;
+    int profile_all;
+    const char *const *profile_only;
+    size_t nprofile_only;
+    const char *const *profile_exclude;
+    size_t nprofile_exclude;
+    int cpu_only;
+    int64_t dropped; /* samples lost to allocation failure */
+} cal_meta;
+
+/* Why a profile is empty or thin, as sentences that say what to change.
+   Each note is appended to `out` followed by '\n'; returns how many.  The
+   notes go into the JSON "notes" array and into the summary. */
+size_t cal_report_notes(const cal_profile *p, const cal_meta *m, cal_buf *out);
+
+/* Append the JSON profile to `out`. */
+void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out);
+
+/* Append the terminal summary (plain text, at most `width` columns) to
+   `out`.  outfile names where the JSON went (NULL: not written). */
+void cal_report_summary(const cal_profile *p, const cal_meta *m, const char *outfile,
+                        int width, cal_buf *out);
+
+#endif

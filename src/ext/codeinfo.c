@@ -1,0 +1,187 @@
+/* codeinfo — see codeinfo.h. */
+#include "codeinfo.h"
+
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+void calx_codes_init(calx_codes *c)
+{
+    memset(c, 0, sizeof(*c));
+    cal_map_init(&c->index);
+}
+
+void calx_codes_clear(calx_codes *c)
+{
+    for (size_t i = 0; i < c->len; i++)
+        Py_DECREF(c->owned[i]);
+    free(c->entries);
+    free(c->owned);
+    cal_map_clear(&c->index);
+    calx_codes_init(c);
+}
+
+size_t calx_utf8(PyObject *str, char *dst, size_t cap)
+{
+    size_t n = 0;
+    if (cap == 0)
+        return 0;
+    if (!str || !PyUnicode_Check(str)) {
+        dst[0] = '\0';
+        return 0;
+    }
+    Py_ssize_t len = PyUnicode_GET_LENGTH(str);
+    int kind = PyUnicode_KIND(str);
+    const void *data = PyUnicode_DATA(str);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        char enc[4];
+        size_t k;
+        if (ch >= 0xD800 && ch <= 0xDFFF)
+            ch = 0xFFFD;
+        if (ch < 0x80) {
+            enc[0] = (char)ch;
+            k = 1;
+        } else if (ch < 0x800) {
+            enc[0] = (char)(0xC0 | (ch >> 6));
+            enc[1] = (char)(0x80 | (ch & 0x3F));
+            k = 2;
+        } else if (ch < 0x10000) {
+            enc[0] = (char)(0xE0 | (ch >> 12));
+            enc[1] = (char)(0x80 | ((ch >> 6) & 0x3F));
+            enc[2] = (char)(0x80 | (ch & 0x3F));
+            k = 3;
+        } else {
+            enc[0] = (char)(0xF0 | (ch >> 18));
+            enc[1] = (char)(0x80 | ((ch >> 12) & 0x3F));
+            enc[2] = (char)(0x80 | ((ch >> 6) & 0x3F));
+            enc[3] = (char)(0x80 | (ch & 0x3F));
+            k = 4;
+        }
+        if (n + k >= cap)
+            break;
+        memcpy(dst + n, enc, k);
+        n += k;
+    }
+    dst[n] = '\0';
+    return n;
+}
+
+static int has_glob(const char *pat)
+{
+    return strpbrk(pat, "*?[") != NULL;
+}
+
+static int pattern_match(const char *pat, const char *path)
+{
+    if (has_glob(pat))
+        return fnmatch(pat, path, 0) == 0;
+    return strstr(path, pat) != NULL;
+}
+
+static int any_match(char *const *pats, size_t n, const char *path)
+{
+    for (size_t i = 0; i < n; i++)
+        if (pattern_match(pats[i], path))
+            return 1;
+    return 0;
+}
+
+static int under_dir(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    if (n == 0 || strncmp(path, dir, n) != 0)
+        return 0;
+    return dir[n - 1] == '/' || path[n] == '/' || path[n] == '\0';
+}
+
+int calx_filter_match(const calx_filter *f, const char *path)
+{
+    if (f->self_dir && under_dir(path, f->self_dir))
+        return 0;
+    if (any_match(f->exclude, f->nexclude, path))
+        return 0;
+    if (f->nonly)
+        return any_match(f->only, f->nonly, path);
+    if (f->profile_all)
+        return 1;
+    if (path[0] != '/')
+        return 0; /* <frozen ...>, <string>, <stdin> */
+    for (size_t i = 0; i < f->nlibrary; i++)
+        if (under_dir(path, f->library[i]))
+            return 0;
+    return 1;
+}
+
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+void calx_filter_free(calx_filter *f)
+{
+    free_list(f->only, f->nonly);
+    free_list(f->exclude, f->nexclude);
+    free_list(f->library, f->nlibrary);
+    free(f->self_dir);
+    free(f->cwd);
+    memset(f, 0, sizeof(*f));
+}
+
+#define NAME_MAX_BYTES 4096
+
+const calx_code *calx_codes_get(calx_codes *c, const calx_filter *f, cal_profile *p,
+                                PyCodeObject *code)
+{
+    uint64_t key = (uint64_t)(uintptr_t)code;
+    uint32_t id = cal_map_get(&c->index, key);
+    if (id != CAL_MAP_NONE)
+        return &c->entries[id];
+
+    if (c->len == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 256;
+        calx_code *e = realloc(c->entries, cap * sizeof(*e));
+        if (!e)
+            return NULL;
+        c->entries = e;
+        PyObject **o = realloc(c->owned, cap * sizeof(*o));
+        if (!o)
+            return NULL;
+        c->owned = o;
+        c->cap = cap;
+    }
+
+    char raw[NAME_MAX_BYTES], path[NAME_MAX_BYTES * 2], name[NAME_MAX_BYTES];
+    calx_utf8(code->co_filename, raw, sizeof raw);
+    if (raw[0] != '/' && raw[0] != '<' && raw[0] != '\0' && f->cwd)
+        snprintf(path, sizeof path, "%s/%s", f->cwd, raw);
+    else
+        snprintf(path, sizeof path, "%s", raw);
+#if PY_VERSION_HEX >= 0x030B0000
+    calx_utf8(code->co_qualname, name, sizeof name);
+#else
+    calx_utf8(code->co_name, name, sizeof name);
+#endif
+
+    calx_code entry = {CAL_PROFILE_NONE, CAL_PROFILE_NONE, 0};
+    entry.profiled = calx_filter_match(f, path);
+    if (entry.profiled) {
+        entry.file = cal_profile_string(p, path, strlen(path));
+        uint32_t nm = cal_profile_string(p, name, strlen(name));
+        if (entry.file == CAL_PROFILE_NONE || nm == CAL_PROFILE_NONE)
+            return NULL;
+        entry.func = cal_profile_function(p, entry.file, nm, code->co_firstlineno);
+        if (entry.func == CAL_PROFILE_NONE)
+            return NULL;
+    }
+    id = (uint32_t)c->len;
+    if (cal_map_put(&c->index, key, id) != 0)
+        return NULL;
+    c->entries[id] = entry;
+    Py_INCREF(code);
+    c->owned[id] = (PyObject *)code;
+    c->len++;
+    return &c->entries[id];
+}

@@ -1,0 +1,347 @@
+/*
+ * _calipers — the Python binding of the engine.  Thin: argument conversion
+ * and error mapping only; the work is in sampler.c and src/core.
+ *
+ * Errors: every function sets a Python exception and returns NULL on failure.
+ * All functions are called with the GIL held, from the calipers package.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "cal_buf.h"
+#include "cal_report.h"
+#include "codeinfo.h"
+#include "sampler.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Copy a list of str into a malloc'd array of malloc'd UTF-8 strings. */
+static int str_list(PyObject *list, char ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (list == NULL || list == Py_None)
+        return 0;
+    PyObject *seq = PySequence_Fast(list, "expected a list of str");
+    if (!seq)
+        return -1;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    char **v = calloc((size_t)len + 1, sizeof(*v));
+    if (!v) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        const char *s = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
+        if (!s || !(v[i] = strdup(s))) {
+            for (Py_ssize_t k = 0; k < i; k++)
+                free(v[k]);
+            free(v);
+            Py_DECREF(seq);
+            if (s)
+                PyErr_NoMemory();
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    *out = v;
+    *n = (size_t)len;
+    return 0;
+}
+
+static void free_str_list(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static char *opt_strdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+PyDoc_STRVAR(start_doc,
+"start(interval, profile_all, only, exclude, library, self_dir, cwd)\n\n"
+"Start the CPU sampler.  interval is the mean sampling interval in seconds.");
+
+static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"interval", "profile_all", "only", "exclude", "library",
+                             "self_dir", "cwd", NULL};
+    double interval;
+    int profile_all = 0;
+    PyObject *only = NULL, *exclude = NULL, *library = NULL;
+    const char *self_dir = NULL, *cwd = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "d|pOOOzz", kwlist, &interval, &profile_all,
+                                     &only, &exclude, &library, &self_dir, &cwd))
+        return NULL;
+    if (!(interval > 0) || interval > 60) {
+        PyErr_SetString(PyExc_ValueError, "interval must be in (0, 60] seconds");
+        return NULL;
+    }
+    calx_filter f = {0};
+    f.profile_all = profile_all;
+    if (str_list(only, &f.only, &f.nonly) || str_list(exclude, &f.exclude, &f.nexclude) ||
+        str_list(library, &f.library, &f.nlibrary)) {
+        calx_filter_free(&f);
+        return NULL;
+    }
+    f.self_dir = opt_strdup(self_dir);
+    f.cwd = opt_strdup(cwd);
+    int rc = calx_sampler_start((int64_t)(interval * 1e9), &f);
+    calx_filter_free(&f); /* empty if the sampler took it */
+    if (rc != 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_stop(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    if (calx_sampler_stop() != 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_running(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyBool_FromLong(calx_sampler_running());
+}
+
+PyDoc_STRVAR(set_thread_names_doc,
+"set_thread_names(names)\n\nName profiled threads: names maps thread ident to name.");
+
+static PyObject *py_set_thread_names(PyObject *self, PyObject *names)
+{
+    (void)self;
+    cal_profile *p = calx_sampler_profile();
+    if (!p)
+        Py_RETURN_NONE;
+    if (!PyDict_Check(names)) {
+        PyErr_SetString(PyExc_TypeError, "expected a dict");
+        return NULL;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(names, &pos, &key, &value)) {
+        unsigned long ident = PyLong_AsUnsignedLong(key);
+        const char *name = PyUnicode_AsUTF8(value);
+        if ((ident == (unsigned long)-1 && PyErr_Occurred()) || !name)
+            return NULL;
+        /* The newest thread with this ident is the live one. */
+        for (size_t i = cal_profile_nthreads(p); i-- > 0;) {
+            const cal_thread_stat *t = cal_profile_thread_at(p, i);
+            if (t->ident == ident) {
+                if (t->name == CAL_PROFILE_NONE)
+                    cal_profile_set_thread_name(p, (uint32_t)i, name);
+                break;
+            }
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+/* ---- meta ------------------------------------------------------------- */
+
+typedef struct meta_holder {
+    cal_meta m;
+    char **argv, **only, **exclude;
+    size_t argc, nonly, nexclude;
+} meta_holder;
+
+static const char *meta_str(PyObject *d, const char *key)
+{
+    PyObject *v = PyDict_GetItemString(d, key);
+    if (!v || v == Py_None)
+        return NULL;
+    return PyUnicode_AsUTF8(v);
+}
+
+static double meta_num(PyObject *d, const char *key)
+{
+    PyObject *v = PyDict_GetItemString(d, key);
+    if (!v || v == Py_None)
+        return 0;
+    double x = PyFloat_AsDouble(v);
+    if (x == -1 && PyErr_Occurred())
+        PyErr_Clear();
+    return x;
+}
+
+static int meta_from_dict(PyObject *d, meta_holder *h)
+{
+    memset(h, 0, sizeof(*h));
+    if (!PyDict_Check(d)) {
+        PyErr_SetString(PyExc_TypeError, "meta must be a dict");
+        return -1;
+    }
+    if (str_list(PyDict_GetItemString(d, "argv"), &h->argv, &h->argc) ||
+        str_list(PyDict_GetItemString(d, "profile_only"), &h->only, &h->nonly) ||
+        str_list(PyDict_GetItemString(d, "profile_exclude"), &h->exclude, &h->nexclude))
+        return -1;
+    cal_meta *m = &h->m;
+    m->calipers_version = meta_str(d, "calipers_version");
+    m->python_version = meta_str(d, "python_version");
+    m->python_executable = meta_str(d, "python_executable");
+    m->cwd = meta_str(d, "cwd");
+    m->script = meta_str(d, "script");
+    m->module = meta_str(d, "module");
+    if (PyErr_Occurred())
+        return -1;
+    if (!m->calipers_version)
+        m->calipers_version = "";
+    if (!m->python_version)
+        m->python_version = "";
+    if (!m->python_executable)
+        m->python_executable = "";
+    if (!m->cwd)
+        m->cwd = "";
+    m->argv = (const char *const *)h->argv;
+    m->argc = h->argc;
+    m->profile_only = (const char *const *)h->only;
+    m->nprofile_only = h->nonly;
+    m->profile_exclude = (const char *const *)h->exclude;
+    m->nprofile_exclude = h->nexclude;
+    m->pid = (int64_t)meta_num(d, "pid");
+    m->start_unix = meta_num(d, "start_unix");
+    m->interval_ns = (int64_t)(meta_num(d, "interval") * 1e9);
+    m->profile_all = meta_num(d, "profile_all") != 0;
+    m->cpu_only = meta_num(d, "cpu_only") != 0;
+    m->dropped = calx_sampler_dropped();
+    return 0;
+}
+
+static void meta_free(meta_holder *h)
+{
+    free_str_list(h->argv, h->argc);
+    free_str_list(h->only, h->nonly);
+    free_str_list(h->exclude, h->nexclude);
+}
+
+static cal_profile *need_profile(void)
+{
+    cal_profile *p = calx_sampler_profile();
+    if (!p)
+        PyErr_SetString(PyExc_RuntimeError, "calipers has not profiled anything");
+    return p;
+}
+
+PyDoc_STRVAR(json_doc, "json(meta) -> str\n\nThe profile collected so far, as JSON text.");
+
+static PyObject *py_json(PyObject *self, PyObject *meta)
+{
+    (void)self;
+    cal_profile *p = need_profile();
+    meta_holder h;
+    if (!p || meta_from_dict(meta, &h) != 0) {
+        if (p)
+            meta_free(&h);
+        return NULL;
+    }
+    cal_buf b;
+    cal_buf_init(&b);
+    cal_report_json(p, &h.m, &b);
+    meta_free(&h);
+    PyObject *r = cal_buf_ok(&b) ? PyUnicode_DecodeUTF8(b.data, (Py_ssize_t)b.len, "replace")
+                                 : PyErr_NoMemory();
+    cal_buf_free(&b);
+    return r;
+}
+
+PyDoc_STRVAR(write_json_doc,
+"write_json(path, meta)\n\nWrite the profile to path atomically (a temporary file\n"
+"renamed over it).  Raises OSError on failure.");
+
+static PyObject *py_write_json(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *path_obj, *meta;
+    if (!PyArg_ParseTuple(args, "O&O", PyUnicode_FSConverter, &path_obj, &meta))
+        return NULL;
+    cal_profile *p = need_profile();
+    meta_holder h;
+    if (!p || meta_from_dict(meta, &h) != 0) {
+        if (p)
+            meta_free(&h);
+        Py_DECREF(path_obj);
+        return NULL;
+    }
+    cal_buf b;
+    cal_buf_init(&b);
+    cal_report_json(p, &h.m, &b);
+    meta_free(&h);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cal_buf_write_file(&b, PyBytes_AS_STRING(path_obj));
+    Py_END_ALLOW_THREADS
+    cal_buf_free(&b);
+    if (rc != 0) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
+        Py_DECREF(path_obj);
+        return NULL;
+    }
+    Py_DECREF(path_obj);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(summary_doc,
+"summary(meta, outfile, width) -> str\n\nThe short terminal summary of the profile.");
+
+static PyObject *py_summary(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *meta;
+    const char *outfile;
+    int width;
+    if (!PyArg_ParseTuple(args, "Ozi", &meta, &outfile, &width))
+        return NULL;
+    cal_profile *p = need_profile();
+    meta_holder h;
+    if (!p || meta_from_dict(meta, &h) != 0) {
+        if (p)
+            meta_free(&h);
+        return NULL;
+    }
+    cal_buf b;
+    cal_buf_init(&b);
+    cal_report_summary(p, &h.m, outfile, width, &b);
+    meta_free(&h);
+    PyObject *r = cal_buf_ok(&b) ? PyUnicode_DecodeUTF8(b.data, (Py_ssize_t)b.len, "replace")
+                                 : PyErr_NoMemory();
+    cal_buf_free(&b);
+    return r;
+}
+
+static PyMethodDef methods[] = {
+    {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS, start_doc},
+    {"stop", py_stop, METH_NOARGS, "stop()\n\nStop sampling; take a last sample."},
+    {"running", py_running, METH_NOARGS, "running() -> bool"},
+    {"set_thread_names", py_set_thread_names, METH_O, set_thread_names_doc},
+    {"json", py_json, METH_O, json_doc},
+    {"write_json", py_write_json, METH_VARARGS, write_json_doc},
+    {"summary", py_summary, METH_VARARGS, summary_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_calipers", "The calipers engine (C).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__calipers(void)
+{
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m && PyModule_AddStringConstant(m, "SCHEMA", CAL_SCHEMA) != 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,98 @@
+/*
+ * pyinternals — see pyinternals.h.  This is the only file compiled with
+ * Py_BUILD_CORE: it includes the internal headers shipped with each CPython
+ * (include/pythonX.Y/internal), so struct layouts come from the interpreter
+ * we are built against, never from guesses.
+ *
+ * Frame chains per version:
+ *   3.9, 3.10  tstate->frame (PyFrameObject), f_back, PyFrame_GetLineNumber
+ *   3.11, 3.12 tstate->cframe->current_frame (_PyInterpreterFrame), previous
+ *   3.13       tstate->current_frame, f_executable may not be a code object
+ */
+#define Py_BUILD_CORE 1
+#include <Python.h>
+
+#include "pyinternals.h"
+
+#if PY_VERSION_HEX >= 0x030B0000
+#include "internal/pycore_frame.h"
+#endif
+#if PY_VERSION_HEX < 0x030D0000
+#include "internal/pycore_interp.h"
+#endif
+#include "internal/pycore_runtime.h"
+#if PY_VERSION_HEX >= 0x030C0000
+#include "internal/pycore_pystate.h"
+#endif
+
+#if PY_VERSION_HEX >= 0x030B0000
+static int frame_line(_PyInterpreterFrame *f, PyCodeObject *code)
+{
+    int addr = _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT);
+    return PyCode_Addr2Line(code, addr);
+}
+#endif
+
+int calx_thread_frames(PyThreadState *ts, calx_frame *out, int max)
+{
+    int n = 0;
+#if PY_VERSION_HEX >= 0x030D0000
+    for (_PyInterpreterFrame *f = ts->current_frame; f && n < max; f = f->previous) {
+        if (_PyFrame_IsIncomplete(f)) /* includes FRAME_OWNED_BY_CSTACK */
+            continue;
+        PyObject *exe = f->f_executable;
+        if (!exe || !PyCode_Check(exe))
+            continue;
+        out[n].code = (PyCodeObject *)exe;
+        out[n].line = frame_line(f, (PyCodeObject *)exe);
+        n++;
+    }
+#elif PY_VERSION_HEX >= 0x030B0000
+    _PyCFrame *cf = ts->cframe;
+    for (_PyInterpreterFrame *f = cf ? cf->current_frame : NULL; f && n < max;
+         f = f->previous) {
+#if PY_VERSION_HEX >= 0x030C0000
+        if (f->owner == FRAME_OWNED_BY_CSTACK)
+            continue;
+#endif
+        if (_PyFrame_IsIncomplete(f))
+            continue;
+        out[n].code = f->f_code;
+        out[n].line = frame_line(f, f->f_code);
+        n++;
+    }
+#else
+    for (PyFrameObject *f = ts->frame; f && n < max; f = f->f_back) {
+        out[n].code = f->f_code;
+        out[n].line = PyFrame_GetLineNumber(f);
+        n++;
+    }
+#endif
+    return n;
+}
+
+void calx_poke_main_thread_sigsafe(void)
+{
+#if PY_VERSION_HEX < 0x030D0000
+    PyInterpreterState *interp = PyInterpreterState_Main();
+    _Py_atomic_store_relaxed(&interp->ceval.eval_breaker, 1);
+#endif
+}
+
+void calx_threads_lock(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    HEAD_LOCK(&_PyRuntime);
+#else
+    PyThread_acquire_lock(_PyRuntime.interpreters.mutex, WAIT_LOCK);
+#endif
+}
+
+void calx_threads_unlock(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    HEAD_UNLOCK(&_PyRuntime);
+#else
+    PyThread_release_lock(_PyRuntime.interpreters.mutex);
+#endif
+}

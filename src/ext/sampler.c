@@ -1,0 +1,597 @@
+/*
+ * sampler — see sampler.h.
+ *
+ * HOW IT WORKS
+ *
+ * A native thread (not a Python thread, no signals) wakes at exponentially
+ * distributed intervals of mean q (so ticks cannot alias with the program's
+ * loops).  At each tick it:
+ *
+ *  1. records the tick time and the main thread's CPU clock, queues a call
+ *     with Py_AddPendingCall() and sets the eval breaker (pyinternals.c);
+ *  2. waits a short time (TAKEOVER_NS) for the main thread to run the call.
+ *
+ * The main thread runs the call at its next bytecode boundary.  If it was
+ * executing bytecode that is within microseconds; if it was inside a C
+ * function, only when the function returns.  The seed paper's insight,
+ * without a signal: a delayed service means the main thread was in native
+ * code at the tick, provided it was on a CPU meanwhile (its CPU clock moved
+ * during the delay; otherwise it was blocked or waiting for the GIL).  The
+ * call then samples every thread while holding the GIL.
+ *
+ * If the main thread does not answer in time (it sleeps, blocks in join() or
+ * I/O, or computes in native code without the GIL), the sampler thread takes
+ * the GIL itself and samples every other thread; the main thread's interval
+ * is accounted when it finally runs the call, to the line it was blocked on.
+ *
+ * A sample of a thread credits the time since that thread's previous sample:
+ *   cpu     = delta of its scheduler CPU clock (exact)
+ *   system  = delta of the kernel's system-time accounting (tick granular;
+ *             carried over so that it never exceeds cpu and sums correctly)
+ *   waiting = wall delta - cpu (off-CPU: sleeping, blocked, waiting for GIL)
+ *   user    = cpu - system, labelled Python or native:
+ *     main thread: native iff the call was serviced late while on CPU;
+ *     others: native iff the thread's CPU clock advances while we hold the
+ *     GIL (a thread that runs without the GIL is in native code; one that
+ *     is off-CPU was running bytecode before it gave the GIL up, or is
+ *     blocked and has no CPU to label).
+ * and attributes it to the innermost frame that is profiled code, and the
+ * inclusive time to every profiled function on the stack.  Labelling each
+ * interval by the state observed at its end is an unbiased estimator of the
+ * time spent in each state because the ticks form a Poisson process
+ * independent of the program (PASTA).
+ *
+ * LIMITATIONS
+ *   - A worker that ran native code without the GIL and then blocked before
+ *     the tick has that native CPU labelled Python.
+ *   - Native calls shorter than the service threshold (SERVICE_NS) in the
+ *     main thread count as Python: they are interpreter overhead in practice.
+ */
+#define _GNU_SOURCE
+#include "sampler.h"
+
+#include "cal_clock.h"
+#include "cal_rand.h"
+#include "pyinternals.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_FRAMES 1024
+#define SERVICE_NS 200000    /* a service later than this is "delayed" */
+#define TAKEOVER_NS 1000000  /* how long to wait for the main thread */
+#define WINDOW_NS 20000      /* minimum on-CPU observation window */
+
+typedef struct calx_thread {
+    unsigned long ident;
+    clockid_t clock; /* per-thread clock base */
+    uint32_t stat;   /* thread index in the profile */
+    int is_main;
+    int seen;
+    int name_tries;
+    int64_t last_wall, last_cpu, last_sys;
+    int64_t sys_carry;
+} calx_thread;
+
+/* Per-pass scratch entry: one thread's clocks and where it is. */
+typedef struct pass_entry {
+    size_t ti; /* index in E.threads (which may move while a pass adds) */
+    cal_thread_times times;
+    uint32_t file, func;
+    int32_t line;
+    size_t funcs_at, nfuncs; /* its functions in E.pass_funcs */
+} pass_entry;
+
+enum pass_kind { PASS_MAIN, PASS_SAMPLER, PASS_FINAL };
+
+typedef struct engine {
+    /* Protected by the GIL. */
+    cal_profile *profile;
+    calx_codes codes;
+    calx_filter filter;
+    calx_thread *threads;
+    size_t nthreads, cap;
+    pass_entry *pass;
+    size_t pass_cap;
+    calx_frame frames[MAX_FRAMES];
+    uint32_t *pass_funcs;
+    size_t pass_nfuncs, pass_funcs_cap;
+    PyObject *threading_active; /* threading._active, for thread names */
+    int64_t dropped;
+    int64_t start_wall;
+
+    /* Set at start, read-only afterwards. */
+    PyInterpreterState *interp;
+    unsigned long main_ident;
+    clockid_t main_clock;
+    int64_t interval_ns;
+    pid_t pid;
+    pthread_t thread;
+    int thread_started;
+
+    /* The handshake. */
+    atomic_int active;        /* profiling in this process */
+    atomic_int stopping;
+    atomic_int call_queued;   /* a pending call is queued, not yet run */
+    atomic_llong tick_wall;   /* when the queued call was requested */
+    atomic_llong tick_main_cpu;
+    atomic_ullong served;     /* count of serviced calls */
+    PyThreadState *sampler_ts; /* the sampler thread's own thread state */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;        /* signalled on service and on stop */
+} engine;
+
+static engine E = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* ---- thread registry (GIL) -------------------------------------------- */
+
+static calx_thread *registry_find(unsigned long ident)
+{
+    for (size_t i = 0; i < E.nthreads; i++)
+        if (E.threads[i].ident == ident)
+            return &E.threads[i];
+    return NULL;
+}
+
+static calx_thread *registry_add(unsigned long ident, clockid_t clock, int baseline_now)
+{
+    if (E.nthreads == E.cap) {
+        size_t cap = E.cap ? E.cap * 2 : 16;
+        calx_thread *t = realloc(E.threads, cap * sizeof(*t));
+        if (!t)
+            return NULL;
+        E.threads = t;
+        E.cap = cap;
+    }
+    int is_main = ident == E.main_ident;
+    uint32_t stat = cal_profile_thread(E.profile, ident, cal_clock_thread_tid(clock), is_main);
+    if (stat == CAL_PROFILE_NONE)
+        return NULL;
+    calx_thread *th = &E.threads[E.nthreads++];
+    memset(th, 0, sizeof(*th));
+    th->ident = ident;
+    th->clock = clock;
+    th->stat = stat;
+    th->is_main = is_main;
+    cal_thread_times now = {0, 0};
+    int64_t wall = cal_clock_now_ns();
+    if (baseline_now) {
+        /* A thread that existed before profiling started: count from now. */
+        cal_clock_thread_times_sigsafe(clock, &now);
+        th->last_wall = wall;
+    } else {
+        /* A new thread: count its whole life; we do not know how long it
+           waited before we first saw it, so assume it did not. */
+        int64_t cpu = cal_clock_thread_cpu_sigsafe(clock);
+        th->last_wall = wall - (cpu > 0 ? cpu : 0);
+    }
+    th->last_cpu = now.cpu_ns;
+    th->last_sys = now.system_ns;
+    if (is_main)
+        cal_profile_set_thread_name(E.profile, stat, "MainThread");
+    return th;
+}
+
+static void registry_sweep(void)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < E.nthreads; i++) {
+        if (E.threads[i].seen || E.threads[i].is_main)
+            E.threads[k++] = E.threads[i];
+    }
+    E.nthreads = k;
+}
+
+/* Look up (or register) the thread behind `ts` and read its clocks. */
+static calx_thread *thread_for(PyThreadState *ts, cal_thread_times *times)
+{
+    unsigned long ident = (unsigned long)ts->thread_id;
+    calx_thread *th = registry_find(ident);
+    if (th && cal_clock_thread_times_sigsafe(th->clock, times) == 0)
+        return th;
+    /* Unknown, or the ident now belongs to a new thread. */
+    clockid_t sched;
+    if (pthread_getcpuclockid((pthread_t)ident, &sched) != 0)
+        return NULL;
+    clockid_t clock = cal_clock_thread_base(sched);
+    if (th) {
+        th->ident = 0; /* retire the old entry; swept later */
+        th->seen = 0;
+        th->is_main = 0;
+    }
+    th = registry_add(ident, clock, 0);
+    if (!th || cal_clock_thread_times_sigsafe(th->clock, times) != 0)
+        return NULL;
+    return th;
+}
+
+/* Best effort: the name of a thread from threading._active.  Runs no Python
+   code for plain Thread objects (a dict lookup and an instance attribute). */
+static void resolve_name(calx_thread *th)
+{
+    if (th->is_main || th->name_tries >= 20 || !E.threading_active)
+        return;
+    th->name_tries++;
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    PyObject *key = PyLong_FromUnsignedLong(th->ident);
+    PyObject *obj = key ? PyDict_GetItemWithError(E.threading_active, key) : NULL;
+    Py_XDECREF(key);
+    if (obj) {
+        PyObject *name = PyObject_GetAttrString(obj, "_name");
+        if (name && PyUnicode_Check(name)) {
+            char buf[256];
+            calx_utf8(name, buf, sizeof buf);
+            if (cal_profile_set_thread_name(E.profile, th->stat, buf) == 0)
+                th->name_tries = 1000;
+        }
+        Py_XDECREF(name);
+    }
+    PyErr_Clear();
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+}
+
+/* ---- one pass over the threads (GIL) --------------------------------- */
+
+/* Where the thread is: the innermost profiled line, and every profiled
+   function on its stack once (appended to E.pass_funcs). */
+static int attribute(PyThreadState *ts, pass_entry *pe)
+{
+    int n = calx_thread_frames(ts, E.frames, MAX_FRAMES);
+    pe->file = CAL_PROFILE_NONE;
+    pe->func = CAL_PROFILE_NONE;
+    pe->line = 0;
+    pe->funcs_at = E.pass_nfuncs;
+    pe->nfuncs = 0;
+    for (int i = 0; i < n; i++) {
+        const calx_code *ci = calx_codes_get(&E.codes, &E.filter, E.profile, E.frames[i].code);
+        if (!ci)
+            return -1;
+        if (!ci->profiled)
+            continue;
+        if (pe->file == CAL_PROFILE_NONE) {
+            pe->file = ci->file;
+            pe->line = E.frames[i].line;
+            pe->func = ci->func;
+        }
+        uint32_t *seen = E.pass_funcs + pe->funcs_at;
+        int dup = 0;
+        for (size_t k = 0; k < pe->nfuncs && !dup; k++)
+            dup = seen[k] == ci->func;
+        if (dup)
+            continue;
+        if (E.pass_nfuncs == E.pass_funcs_cap) {
+            size_t cap = E.pass_funcs_cap ? E.pass_funcs_cap * 2 : 256;
+            uint32_t *f = realloc(E.pass_funcs, cap * sizeof(*f));
+            if (!f)
+                return -1;
+            E.pass_funcs = f;
+            E.pass_funcs_cap = cap;
+        }
+        E.pass_funcs[E.pass_nfuncs++] = ci->func;
+        pe->nfuncs++;
+    }
+    return 0;
+}
+
+/* Credit the time since the thread's previous sample. */
+static void credit(pass_entry *pe, int64_t wall, int native)
+{
+    calx_thread *th = &E.threads[pe->ti];
+    const cal_thread_times *now = &pe->times;
+    int64_t d_wall = wall - th->last_wall;
+    int64_t d_cpu = now->cpu_ns - th->last_cpu;
+    if (d_cpu < 0)
+        d_cpu = 0;
+    th->sys_carry += now->system_ns - th->last_sys;
+    int64_t d_sys = th->sys_carry < d_cpu ? th->sys_carry : d_cpu;
+    if (d_sys < 0)
+        d_sys = 0;
+    th->sys_carry -= d_sys;
+    th->last_wall = wall;
+    th->last_cpu = now->cpu_ns;
+    th->last_sys = now->system_ns;
+
+    cal_times t = {0};
+    int64_t user = d_cpu - d_sys;
+    if (native)
+        t.native_ns = user;
+    else
+        t.python_ns = user;
+    t.system_ns = d_sys;
+    t.waiting_ns = d_wall > d_cpu ? d_wall - d_cpu : 0;
+    t.samples = 1;
+
+    if (cal_profile_add_sample(E.profile, th->stat, pe->file, pe->line, pe->func, &t) != 0) {
+        E.dropped++;
+        return;
+    }
+    for (size_t k = 0; k < pe->nfuncs; k++)
+        cal_profile_add_func_total(E.profile, E.pass_funcs[pe->funcs_at + k], &t);
+}
+
+/* Sample every thread (PASS_SAMPLER: every thread but the main one).
+   main_native says how to label the main thread's user time. */
+static void sample_pass(enum pass_kind kind, int main_native)
+{
+    int64_t wall = cal_clock_now_ns();
+    size_t n = 0;
+    E.pass_nfuncs = 0;
+    for (size_t i = 0; i < E.nthreads; i++)
+        E.threads[i].seen = 0;
+
+    calx_threads_lock();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(E.interp); ts;
+         ts = PyThreadState_Next(ts)) {
+        if (ts == E.sampler_ts || ts->thread_id == 0)
+            continue;
+        int is_main = (unsigned long)ts->thread_id == E.main_ident;
+        if (kind == PASS_SAMPLER && is_main)
+            continue;
+        if (n == E.pass_cap) {
+            size_t cap = E.pass_cap ? E.pass_cap * 2 : 16;
+            pass_entry *p = realloc(E.pass, cap * sizeof(*p));
+            if (!p) {
+                E.dropped++;
+                break;
+            }
+            E.pass = p;
+            E.pass_cap = cap;
+        }
+        pass_entry *pe = &E.pass[n];
+        calx_thread *th = thread_for(ts, &pe->times);
+        if (!th)
+            continue;
+        pe->ti = (size_t)(th - E.threads);
+        if (attribute(ts, pe) != 0) {
+            E.dropped++;
+            continue;
+        }
+        th->seen = 1;
+        n++;
+    }
+    calx_threads_unlock();
+
+    /* Is each other thread on a CPU while we hold the GIL?  If so it runs
+       native code.  The walk above opened the observation window. */
+    for (size_t i = 0; i < n; i++) {
+        pass_entry *pe = &E.pass[i];
+        calx_thread *th = &E.threads[pe->ti];
+        int native = main_native;
+        if (!th->is_main) {
+            int64_t elapsed = cal_clock_now_ns() - wall;
+            while (elapsed < WINDOW_NS)
+                elapsed = cal_clock_now_ns() - wall;
+            int64_t cpu = cal_clock_thread_cpu_sigsafe(th->clock);
+            native = cpu >= 0 && (cpu - pe->times.cpu_ns) * 2 >= elapsed;
+        }
+        credit(pe, wall, native);
+    }
+    for (size_t i = 0; i < n; i++)
+        resolve_name(&E.threads[E.pass[i].ti]);
+    if (kind != PASS_SAMPLER)
+        registry_sweep();
+}
+
+/* ---- the pending call (main thread, GIL) ------------------------------ */
+
+static int pending_call(void *arg)
+{
+    (void)arg;
+    if (!atomic_load(&E.active) || getpid() != E.pid)
+        return 0;
+    int64_t now = cal_clock_now_ns();
+    int64_t tick = atomic_load(&E.tick_wall);
+    int64_t tick_cpu = atomic_load(&E.tick_main_cpu);
+    int64_t main_cpu = cal_clock_thread_cpu_sigsafe(E.main_clock);
+    int64_t delay = now - tick;
+    int native = delay > SERVICE_NS && tick_cpu >= 0 && main_cpu >= 0 &&
+                 (main_cpu - tick_cpu) * 2 > delay;
+    sample_pass(PASS_MAIN, native);
+    pthread_mutex_lock(&E.mu);
+    atomic_store(&E.call_queued, 0);
+    atomic_fetch_add(&E.served, 1);
+    pthread_cond_broadcast(&E.cv);
+    pthread_mutex_unlock(&E.mu);
+    return 0;
+}
+
+/* ---- the sampler thread ----------------------------------------------- */
+
+static void abs_deadline(struct timespec *ts, int64_t from_now_ns)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    int64_t ns = ts->tv_nsec + from_now_ns;
+    ts->tv_sec += ns / 1000000000;
+    ts->tv_nsec = ns % 1000000000;
+}
+
+static void *sampler_main(void *arg)
+{
+    (void)arg;
+    cal_rand rng;
+    cal_rand_seed(&rng, (uint64_t)cal_clock_now_ns() ^ ((uint64_t)getpid() << 32));
+
+    PyGILState_STATE gs = PyGILState_Ensure();
+    E.sampler_ts = PyThreadState_Get();
+    PyEval_SaveThread();
+
+    pthread_mutex_lock(&E.mu);
+    while (!atomic_load(&E.stopping)) {
+        /* Sleep for an exponential interval (bounded so that one unlucky
+           draw cannot stall sampling for long). */
+        double gap = cal_rand_exp(&rng, (double)E.interval_ns);
+        if (gap > 10.0 * (double)E.interval_ns)
+            gap = 10.0 * (double)E.interval_ns;
+        struct timespec dl;
+        abs_deadline(&dl, (int64_t)gap);
+        while (!atomic_load(&E.stopping) &&
+               pthread_cond_timedwait(&E.cv, &E.mu, &dl) != ETIMEDOUT)
+            ;
+        if (atomic_load(&E.stopping))
+            break;
+
+        if (!atomic_load(&E.call_queued)) {
+            atomic_store(&E.tick_wall, cal_clock_now_ns());
+            atomic_store(&E.tick_main_cpu, cal_clock_thread_cpu_sigsafe(E.main_clock));
+            atomic_store(&E.call_queued, 1);
+            if (Py_AddPendingCall(pending_call, NULL) != 0) {
+                atomic_store(&E.call_queued, 0); /* queue full: skip tick */
+                continue;
+            }
+        }
+        calx_poke_main_thread_sigsafe();
+
+        unsigned long long served = atomic_load(&E.served);
+        abs_deadline(&dl, TAKEOVER_NS);
+        while (!atomic_load(&E.stopping) && atomic_load(&E.served) == served &&
+               pthread_cond_timedwait(&E.cv, &E.mu, &dl) != ETIMEDOUT)
+            ;
+        if (atomic_load(&E.stopping) || atomic_load(&E.served) != served)
+            continue;
+
+        /* The main thread did not answer: sample the others ourselves. */
+        pthread_mutex_unlock(&E.mu);
+        PyEval_RestoreThread(E.sampler_ts);
+        if (!atomic_load(&E.stopping) && atomic_load(&E.active))
+            sample_pass(PASS_SAMPLER, 0);
+        PyEval_SaveThread();
+        pthread_mutex_lock(&E.mu);
+    }
+    pthread_mutex_unlock(&E.mu);
+
+    PyEval_RestoreThread(E.sampler_ts);
+    E.sampler_ts = NULL;
+    PyGILState_Release(gs);
+    return NULL;
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+static void after_fork_child(void)
+{
+    /* The sampler thread does not exist in a child; the parent owns the
+       profile.  The child runs unprofiled and writes nothing. */
+    atomic_store(&E.active, 0);
+    E.thread_started = 0;
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    E.mu = fresh;
+    pthread_cond_init(&E.cv, NULL);
+}
+
+int calx_sampler_start(int64_t interval_ns, calx_filter *filter)
+{
+    if (atomic_load(&E.active)) {
+        PyErr_SetString(PyExc_RuntimeError, "calipers is already profiling");
+        return -1;
+    }
+    static int atfork_done;
+    if (!atfork_done) {
+        pthread_atfork(NULL, NULL, after_fork_child);
+        atfork_done = 1;
+    }
+    E.profile = cal_profile_new();
+    if (!E.profile) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    calx_codes_init(&E.codes);
+    E.filter = *filter;
+    memset(filter, 0, sizeof(*filter));
+    E.interval_ns = interval_ns;
+    E.interp = PyThreadState_Get()->interp;
+    E.main_ident = PyThread_get_thread_ident();
+    E.pid = getpid();
+    E.dropped = 0;
+    E.start_wall = cal_clock_now_ns();
+    clockid_t sched;
+    if (pthread_getcpuclockid(pthread_self(), &sched) != 0) {
+        PyErr_SetString(PyExc_OSError, "calipers: no per-thread CPU clock");
+        return -1;
+    }
+    E.main_clock = cal_clock_thread_base(sched);
+
+    PyObject *threading = PyImport_ImportModule("threading");
+    E.threading_active = threading ? PyObject_GetAttrString(threading, "_active") : NULL;
+    Py_XDECREF(threading);
+    if (!E.threading_active || !PyDict_Check(E.threading_active)) {
+        Py_CLEAR(E.threading_active);
+        PyErr_Clear();
+    }
+
+    /* Threads that already exist are counted from now on. */
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(E.interp); ts;
+         ts = PyThreadState_Next(ts)) {
+        if (ts->thread_id == 0)
+            continue;
+        clockid_t c;
+        if (pthread_getcpuclockid((pthread_t)ts->thread_id, &c) == 0)
+            registry_add((unsigned long)ts->thread_id, cal_clock_thread_base(c), 1);
+    }
+
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&E.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_store(&E.stopping, 0);
+    atomic_store(&E.call_queued, 0);
+    atomic_store(&E.active, 1);
+
+    /* The sampler thread must not receive the program's signals. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&E.thread, NULL, sampler_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        atomic_store(&E.active, 0);
+        errno = rc;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    E.thread_started = 1;
+    return 0;
+}
+
+int calx_sampler_stop(void)
+{
+    if (!E.profile || getpid() != E.pid)
+        return 0;
+    if (E.thread_started) {
+        pthread_mutex_lock(&E.mu);
+        atomic_store(&E.stopping, 1);
+        pthread_cond_broadcast(&E.cv);
+        pthread_mutex_unlock(&E.mu);
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(E.thread, NULL);
+        Py_END_ALLOW_THREADS
+        E.thread_started = 0;
+    }
+    if (atomic_load(&E.active)) {
+        sample_pass(PASS_FINAL, 0);
+        cal_profile_set_wall(E.profile, cal_clock_now_ns() - E.start_wall);
+        atomic_store(&E.active, 0);
+    }
+    return 0;
+}
+
+int calx_sampler_running(void)
+{
+    return atomic_load(&E.active) && getpid() == E.pid;
+}
+
+cal_profile *calx_sampler_profile(void)
+{
+    return E.profile;
+}
+
+int64_t calx_sampler_dropped(void)
+{
+    return E.dropped;
+}

@@ -1,0 +1,348 @@
+/*
+ * Unit tests of src/core: maps, the profile store, the JSON writer, the
+ * report, the clocks and the random intervals.  Plain checks, run by
+ * `make test` and under ASan/UBSan by `make test-sanitize`.  Ends with the
+ * line "N passed, M failed"; exits non-zero on any failure.
+ */
+#define _GNU_SOURCE
+#include "cal_buf.h"
+#include "cal_clock.h"
+#include "cal_json.h"
+#include "cal_map.h"
+#include "cal_profile.h"
+#include "cal_rand.h"
+#include "cal_report.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int passed, failed;
+
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        if (cond) {                                                              \
+            passed++;                                                            \
+        } else {                                                                 \
+            failed++;                                                            \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                        \
+    } while (0)
+
+static void test_map(void)
+{
+    cal_map m;
+    cal_map_init(&m);
+    int ok = 1;
+    for (uint32_t i = 0; i < 10000; i++)
+        ok &= cal_map_put(&m, (uint64_t)i * 7919, i) == 0;
+    CHECK(ok);
+    ok = 1;
+    for (uint32_t i = 0; i < 10000; i++)
+        ok &= cal_map_get(&m, (uint64_t)i * 7919) == i;
+    CHECK(ok);
+    CHECK(cal_map_get(&m, 1) == CAL_MAP_NONE);
+    cal_map_put(&m, 42, 1);
+    cal_map_put(&m, 42, 2);
+    size_t cur = 0;
+    uint32_t a = cal_map_find(&m, 42, &cur), b = cal_map_find(&m, 42, &cur);
+    CHECK((a == 1 && b == 2) || (a == 2 && b == 1));
+    CHECK(cal_map_find(&m, 42, &cur) == CAL_MAP_NONE);
+    cal_map_clear(&m);
+    CHECK(cal_map_get(&m, 0) == CAL_MAP_NONE);
+}
+
+static void test_strings(void)
+{
+    cal_profile *p = cal_profile_new();
+    uint32_t a = cal_profile_string(p, "a.py", 4);
+    uint32_t b = cal_profile_string(p, "b.py", 4);
+    CHECK(a != b);
+    CHECK(cal_profile_string(p, "a.py", 4) == a);
+    CHECK(cal_profile_string(p, "a.pyX", 4) == a); /* only n bytes count */
+    CHECK(strcmp(cal_profile_string_at(p, b), "b.py") == 0);
+    char buf[32];
+    int ok = 1;
+    for (int i = 0; i < 5000; i++) {
+        snprintf(buf, sizeof buf, "s%d", i);
+        uint32_t id = cal_profile_string(p, buf, strlen(buf));
+        ok &= strcmp(cal_profile_string_at(p, id), buf) == 0;
+        ok &= cal_profile_string(p, buf, strlen(buf)) == id;
+    }
+    CHECK(ok);
+    cal_profile_free(p);
+}
+
+static cal_times T(int64_t py, int64_t nat, int64_t sys, int64_t wait)
+{
+    cal_times t = {py, nat, sys, wait, 1};
+    return t;
+}
+
+static void build_profile(cal_profile *p, int reverse)
+{
+    uint32_t files[2], funcs[2], th;
+    const char *paths[2] = {"/w/a.py", "/w/b.py"};
+    for (int k = 0; k < 2; k++) {
+        int i = reverse ? 1 - k : k;
+        files[i] = cal_profile_string(p, paths[i], strlen(paths[i]));
+    }
+    th = cal_profile_thread(p, 77, 1234, 1);
+    cal_profile_set_thread_name(p, th, "MainThread");
+    for (int k = 0; k < 2; k++) {
+        int i = reverse ? 1 - k : k;
+        uint32_t name = cal_profile_string(p, i ? "g" : "f", 1);
+        funcs[i] = cal_profile_function(p, files[i], name, 10 * (i + 1));
+    }
+    for (int k = 0; k < 4; k++) {
+        int i = reverse ? 3 - k : k;
+        cal_times t = T(1000000 * (i + 1), 500, 250, 0);
+        cal_profile_add_sample(p, th, files[i % 2], 11 + i, funcs[i % 2], &t);
+        cal_profile_add_func_total(p, funcs[i % 2], &t);
+    }
+    cal_times u = T(0, 0, 0, 5000000);
+    cal_profile_add_sample(p, th, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE, &u);
+    cal_profile_set_wall(p, 20000000);
+}
+
+static cal_meta test_meta(void)
+{
+    static const char *argv[] = {"prog.py", "--flag"};
+    cal_meta m = {0};
+    m.calipers_version = "0.0-test";
+    m.python_version = "3.11.7";
+    m.python_executable = "/usr/bin/python3";
+    m.cwd = "/w";
+    m.script = "/w/a.py";
+    m.argv = argv;
+    m.argc = 2;
+    m.pid = 1;
+    m.interval_ns = 10000000;
+    return m;
+}
+
+static void test_profile(void)
+{
+    cal_profile *p = cal_profile_new();
+    build_profile(p, 0);
+    CHECK(cal_profile_nlines(p) == 4);
+    CHECK(cal_profile_nfuncs(p) == 2);
+    CHECK(cal_profile_nthreads(p) == 1);
+    const cal_thread_stat *th = cal_profile_thread_at(p, 0);
+    CHECK(th->t.samples == 5);
+    CHECK(th->unattributed.samples == 1);
+    CHECK(th->unattributed.waiting_ns == 5000000);
+    CHECK(th->t.python_ns == 10000000);
+    const cal_func_stat *f = cal_profile_func_at(p, 0);
+    CHECK(f->self.python_ns == 1000000 + 3000000);
+    CHECK(f->total.python_ns == f->self.python_ns);
+    /* the same (ident, tid) is the same thread; a new tid is a new one */
+    CHECK(cal_profile_thread(p, 77, 1234, 1) == 0);
+    CHECK(cal_profile_thread(p, 77, 999, 0) == 1);
+    /* adding to a line accumulates */
+    cal_times t = T(5, 0, 0, 0);
+    uint32_t a = cal_profile_string(p, "/w/a.py", 7);
+    cal_profile_add_sample(p, 0, a, 11, 0, &t);
+    CHECK(cal_profile_nlines(p) == 4);
+    cal_profile_free(p);
+}
+
+static void test_json_writer(void)
+{
+    cal_buf b;
+    cal_buf_init(&b);
+    cal_json j;
+    cal_json_init(&j, &b, 0);
+    cal_json_object_begin(&j);
+    cal_json_key(&j, "s");
+    cal_json_string(&j, "q\"b\\n\n\x01</script>\xff\xc3\xa9");
+    cal_json_key(&j, "a");
+    cal_json_array_begin(&j);
+    cal_json_int(&j, -3);
+    cal_json_seconds(&j, 1500);
+    cal_json_seconds(&j, 0);
+    cal_json_seconds(&j, -2500000000LL);
+    cal_json_bool(&j, 1);
+    cal_json_null(&j);
+    cal_json_fixed(&j, 1.23456, 2);
+    cal_json_fixed(&j, -0.0001, 2);
+    cal_json_fixed(&j, NAN, 2);
+    cal_json_array_end(&j);
+    cal_json_key(&j, "e");
+    cal_json_object_begin(&j);
+    cal_json_object_end(&j);
+    cal_json_object_end(&j);
+    const char *want = "{\"s\":\"q\\\"b\\\\n\\n\\u0001\\u003c/script>\\ufffd\xc3\xa9\","
+                       "\"a\":[-3,0.000002,0.000000,-2.500000,true,null,1.23,0.00,null],"
+                       "\"e\":{}}";
+    CHECK(strcmp(b.data, want) == 0);
+    if (strcmp(b.data, want) != 0)
+        fprintf(stderr, "got:  %s\nwant: %s\n", b.data, want);
+    cal_buf_free(&b);
+}
+
+static void test_report_deterministic(void)
+{
+    cal_profile *p1 = cal_profile_new(), *p2 = cal_profile_new();
+    build_profile(p1, 0);
+    build_profile(p2, 1);
+    cal_meta m = test_meta();
+    cal_buf b1, b2;
+    cal_buf_init(&b1);
+    cal_buf_init(&b2);
+    cal_report_json(p1, &m, &b1);
+    cal_report_json(p2, &m, &b2);
+    CHECK(b1.len > 0 && b1.len == b2.len && memcmp(b1.data, b2.data, b1.len) == 0);
+    CHECK(strstr(b1.data, "\"schema\": \"calipers/1\"") != NULL);
+    /* files in path order, lines in number order */
+    const char *a = strstr(b1.data, "/w/a.py\""), *bb = strstr(b1.data, "/w/b.py\"");
+    CHECK(a && bb && a < bb);
+    const char *l11 = strstr(b1.data, "\"line\": 11"), *l13 = strstr(b1.data, "\"line\": 13");
+    CHECK(l11 && l13 && l11 < l13);
+    cal_buf_free(&b1);
+    cal_buf_free(&b2);
+
+    cal_buf s;
+    cal_buf_init(&s);
+    cal_report_summary(p1, &m, "out.json", 100, &s);
+    CHECK(strstr(s.data, "top lines") != NULL);
+    CHECK(strstr(s.data, "out.json") != NULL);
+    int ok = 1;
+    for (char *line = s.data, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+        int cols = 0;
+        for (char *c = line; c < nl; c++)
+            cols += (*c & 0xC0) != 0x80;
+        ok &= cols <= 100;
+    }
+    CHECK(ok);
+    cal_buf_free(&s);
+    cal_profile_free(p1);
+    cal_profile_free(p2);
+}
+
+static void test_notes(void)
+{
+    cal_meta m = test_meta();
+    cal_profile *p = cal_profile_new();
+    cal_profile_set_wall(p, 3000000);
+    cal_buf b;
+    cal_buf_init(&b);
+    CHECK(cal_report_notes(p, &m, &b) == 1);
+    CHECK(strstr(b.data, "No samples were taken") && strstr(b.data, "--interval"));
+    cal_buf_free(&b);
+
+    uint32_t th = cal_profile_thread(p, 1, 1, 1);
+    cal_times t = T(1000, 0, 0, 0);
+    for (int i = 0; i < 20; i++)
+        cal_profile_add_sample(p, th, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE, &t);
+    cal_buf_init(&b);
+    CHECK(cal_report_notes(p, &m, &b) == 1);
+    CHECK(strstr(b.data, "--profile-all") != NULL);
+    cal_buf_free(&b);
+
+    static const char *only[] = {"mypkg"};
+    m.profile_only = only;
+    m.nprofile_only = 1;
+    cal_buf_init(&b);
+    cal_report_notes(p, &m, &b);
+    CHECK(strstr(b.data, "--profile-only mypkg") != NULL);
+    cal_buf_free(&b);
+    cal_profile_free(p);
+}
+
+static void test_rand(void)
+{
+    cal_rand r;
+    cal_rand_seed(&r, 12345);
+    double sum = 0, sumsq = 0;
+    int n = 200000, ok = 1;
+    for (int i = 0; i < n; i++) {
+        double x = cal_rand_exp(&r, 10.0);
+        ok &= x > 0 && isfinite(x);
+        sum += x;
+        sumsq += x * x;
+    }
+    double mean = sum / n, var = sumsq / n - mean * mean;
+    CHECK(ok);
+    CHECK(fabs(mean - 10.0) < 0.2);        /* sd of the mean: 10/sqrt(n) = 0.022 */
+    CHECK(fabs(sqrt(var) - 10.0) < 0.3);   /* exponential: sd == mean */
+}
+
+static void *spin(void *arg)
+{
+    volatile double x = 0;
+    for (long i = 0; i < 20000000; i++)
+        x += (double)i;
+    (void)arg;
+    return NULL;
+}
+
+static void test_clock(void)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, spin, NULL);
+    clockid_t sched;
+    CHECK(pthread_getcpuclockid(t, &sched) == 0);
+    clockid_t base = cal_clock_thread_base(sched);
+    pthread_join(t, NULL);
+    /* after join the thread is gone: reads fail instead of crashing */
+    cal_thread_times tt;
+    CHECK(cal_clock_thread_times_sigsafe(base, &tt) == -1);
+
+    CHECK(pthread_getcpuclockid(pthread_self(), &sched) == 0);
+    base = cal_clock_thread_base(sched);
+    CHECK(cal_clock_thread_tid(base) == (int)gettid());
+    cal_thread_times before, after;
+    CHECK(cal_clock_thread_times_sigsafe(base, &before) == 0);
+    spin(NULL);
+    int fd = open("/dev/urandom", O_RDONLY);
+    char buf[256];
+    int64_t t0 = cal_clock_now_ns();
+    while (cal_clock_now_ns() - t0 < 200000000) /* 200 ms of kernel work */
+        if (read(fd, buf, sizeof buf) < 0)
+            break;
+    close(fd);
+    CHECK(cal_clock_thread_times_sigsafe(base, &after) == 0);
+    CHECK(after.cpu_ns > before.cpu_ns);
+    /* most of the 200 ms was spent in the kernel; accounting is tick based */
+    CHECK(after.system_ns - before.system_ns > 50000000);
+    CHECK(after.system_ns <= after.cpu_ns + 20000000);
+}
+
+static void test_buf_write(void)
+{
+    cal_buf b;
+    cal_buf_init(&b);
+    cal_buf_printf(&b, "%s %d\n", "hello", 42);
+    char path[] = "/tmp/calipers-test-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    CHECK(cal_buf_write_file(&b, path) == 0);
+    FILE *f = fopen(path, "r");
+    char line[64] = {0};
+    CHECK(f && fgets(line, sizeof line, f) && strcmp(line, "hello 42\n") == 0);
+    if (f)
+        fclose(f);
+    unlink(path);
+    CHECK(cal_buf_write_file(&b, "/nonexistent-dir/x.json") == -1);
+    cal_buf_free(&b);
+}
+
+int main(void)
+{
+    test_map();
+    test_strings();
+    test_profile();
+    test_json_writer();
+    test_report_deterministic();
+    test_notes();
+    test_rand();
+    test_clock();
+    test_buf_write();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
