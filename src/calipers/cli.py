@@ -202,16 +202,22 @@ def check_module(name):
 
 
 def check_outfile(path):
+    """Fail now, not at exit, if the profile cannot be written: try it."""
     path = os.path.abspath(path)
     if os.path.isdir(path):
         raise UsageError("--outfile %s is a directory" % path)
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         raise UsageError("cannot write the profile to %s: no such directory" % path)
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise UsageError("cannot write the profile to %s: permission denied" % path)
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise UsageError("cannot write the profile to %s: permission denied" % path)
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as exc:
+        raise UsageError("cannot write the profile to %s: %s"
+                         % (path, (exc.strerror or str(exc)).lower()))
+    if not existed:
+        os.unlink(path)
     return path
 
 

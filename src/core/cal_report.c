@@ -519,13 +519,14 @@ void cal_report_summary(const cal_profile *p, const cal_meta *m, const char *out
     compute_totals(p, &t);
     int64_t whole = cal_times_all(&t.all);
     int64_t cpu = cal_times_cpu(&t.all);
-    const char *what = m->script ? display_path(m->script, m->cwd) : m->module;
+    /* The program as the user named it on the command line. */
+    const char *what = m->argc ? m->argv[0] : m->script ? display_path(m->script, m->cwd) : m->module;
 
     cal_buf head;
     cal_buf_init(&head);
     cal_buf_printf(&head, "calipers: %s%s ran %.2f s; CPU %.2f s (Python %d%%, native %d%%, "
                           "system %d%%), waiting %.2f s",
-                   m->module ? "-m " : "", what ? what : "?", (double)cal_profile_wall(p) / 1e9,
+                   "", what ? what : "?", (double)cal_profile_wall(p) / 1e9,
                    (double)cpu / 1e9, pct(t.all.python_ns, cpu), pct(t.all.native_ns, cpu),
                    pct(t.all.system_ns, cpu), (double)t.all.waiting_ns / 1e9);
     if (cal_profile_nthreads(p) > 1)

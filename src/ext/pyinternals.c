@@ -16,11 +16,14 @@
 
 #if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_frame.h"
+#else
+#include <frameobject.h>
 #endif
 #if PY_VERSION_HEX < 0x030D0000
 #include "internal/pycore_interp.h"
 #endif
 #include "internal/pycore_runtime.h"
+#include "internal/pycore_gil.h"
 #if PY_VERSION_HEX >= 0x030C0000
 #include "internal/pycore_pystate.h"
 #endif
@@ -79,9 +82,14 @@ void calx_poke_main_thread_sigsafe(void)
 #endif
 }
 
+/* 3.13's HEAD_LOCK calls a function libpython does not export; the public
+   PyMutex_Lock may release the GIL while it waits, which is harmless here
+   (nothing has been read yet). */
 void calx_threads_lock(void)
 {
-#if PY_VERSION_HEX >= 0x030C0000
+#if PY_VERSION_HEX >= 0x030D0000
+    PyMutex_Lock(&_PyRuntime.interpreters.mutex);
+#elif PY_VERSION_HEX >= 0x030C0000
     HEAD_LOCK(&_PyRuntime);
 #else
     PyThread_acquire_lock(_PyRuntime.interpreters.mutex, WAIT_LOCK);
@@ -90,9 +98,31 @@ void calx_threads_lock(void)
 
 void calx_threads_unlock(void)
 {
-#if PY_VERSION_HEX >= 0x030C0000
+#if PY_VERSION_HEX >= 0x030D0000
+    PyMutex_Unlock(&_PyRuntime.interpreters.mutex);
+#elif PY_VERSION_HEX >= 0x030C0000
     HEAD_UNLOCK(&_PyRuntime);
 #else
     PyThread_release_lock(_PyRuntime.interpreters.mutex);
+#endif
+}
+
+PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    struct _gil_runtime_state *gil = interp->ceval.gil;
+    if (!gil || !__atomic_load_n(&gil->locked, __ATOMIC_RELAXED))
+        return NULL;
+    return __atomic_load_n(&gil->last_holder, __ATOMIC_RELAXED);
+#else
+#if PY_VERSION_HEX >= 0x030C0000
+    struct _gil_runtime_state *gil = interp->ceval.gil;
+#else
+    (void)interp;
+    struct _gil_runtime_state *gil = &_PyRuntime.ceval.gil;
+#endif
+    if (!gil || !_Py_atomic_load_relaxed(&gil->locked))
+        return NULL;
+    return (PyThreadState *)_Py_atomic_load_relaxed(&gil->last_holder);
 #endif
 }

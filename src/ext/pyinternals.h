@@ -30,6 +30,11 @@ int calx_thread_frames(PyThreadState *ts, calx_frame *out, int max);
 void calx_threads_lock(void);
 void calx_threads_unlock(void);
 
+/* The thread state holding the GIL right now, or NULL if it is free.  Reads
+   two words of the GIL's own state; the answer may be stale by the time the
+   caller looks at it.  Callable without the GIL; async-signal-safe. */
+PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp);
+
 /* Make the main thread notice a call queued with Py_AddPendingCall() at its
    next bytecode boundary.  From 3.9 to 3.12 Py_AddPendingCall(), called from a
    thread that is not the main thread, leaves the eval breaker unset (it is

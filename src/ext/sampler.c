@@ -31,10 +31,12 @@
  *   waiting = wall delta - cpu (off-CPU: sleeping, blocked, waiting for GIL)
  *   user    = cpu - system, labelled Python or native:
  *     main thread: native iff the call was serviced late while on CPU;
- *     others: native iff the thread's CPU clock advances while we hold the
- *     GIL (a thread that runs without the GIL is in native code; one that
- *     is off-CPU was running bytecode before it gave the GIL up, or is
- *     blocked and has no CPU to label).
+ *     others: by what the sampler thread saw at the tick, before asking for
+ *     the GIL: the thread holding the GIL runs bytecode (Python); a thread
+ *     on a CPU during a short observation window without holding the GIL
+ *     runs native code; a thread off-CPU (blocked, or waiting for the GIL)
+ *     keeps the label of its last running state, because the CPU it used
+ *     since the previous sample was spent in that state.
  * and attributes it to the innermost frame that is profiled code, and the
  * inclusive time to every profiled function on the stack.  Labelling each
  * interval by the state observed at its end is an unbiased estimator of the
@@ -42,13 +44,16 @@
  * independent of the program (PASTA).
  *
  * LIMITATIONS
- *   - A worker that ran native code without the GIL and then blocked before
- *     the tick has that native CPU labelled Python.
+ *   - A worker thread in native code that keeps the GIL (sorted() of a big
+ *     list in a worker) counts as Python; the main thread's delay test does
+ *     tell that case apart.
  *   - Native calls shorter than the service threshold (SERVICE_NS) in the
  *     main thread count as Python: they are interpreter overhead in practice.
+ *   - From 3.11 on the eval breaker is checked only at calls, backward jumps
+ *     and function entry, so native work done by an operator (b"x" * n) is
+ *     credited to the next line that reaches such a check.
  */
-#define _GNU_SOURCE
-#include "sampler.h"
+#include "sampler.h" /* Python.h first: it defines _GNU_SOURCE */
 
 #include "cal_clock.h"
 #include "cal_rand.h"
@@ -63,9 +68,9 @@
 #include <unistd.h>
 
 #define MAX_FRAMES 1024
-#define SERVICE_NS 200000    /* a service later than this is "delayed" */
+#define SERVICE_NS 50000     /* a service later than this is "delayed" */
 #define TAKEOVER_NS 1000000  /* how long to wait for the main thread */
-#define WINDOW_NS 20000      /* minimum on-CPU observation window */
+#define OBSERVE_NS 50000     /* on-CPU observation window at each tick */
 
 typedef struct calx_thread {
     unsigned long ident;
@@ -74,6 +79,9 @@ typedef struct calx_thread {
     int is_main;
     int seen;
     int name_tries;
+    int native;      /* label of its last observed running state */
+    const void *ts;  /* its thread state, compared (never dereferenced)
+                        with the GIL holder by the sampler thread */
     int64_t last_wall, last_cpu, last_sys;
     int64_t sys_carry;
 } calx_thread;
@@ -88,6 +96,7 @@ typedef struct pass_entry {
 } pass_entry;
 
 enum pass_kind { PASS_MAIN, PASS_SAMPLER, PASS_FINAL };
+enum { OBS_IDLE, OBS_PYTHON, OBS_NATIVE };
 
 typedef struct engine {
     /* Protected by the GIL. */
@@ -107,6 +116,7 @@ typedef struct engine {
 
     /* Set at start, read-only afterwards. */
     PyInterpreterState *interp;
+    const PyThreadState *main_ts;
     unsigned long main_ident;
     clockid_t main_clock;
     int64_t interval_ns;
@@ -122,6 +132,16 @@ typedef struct engine {
     atomic_llong tick_main_cpu;
     atomic_ullong served;     /* count of serviced calls */
     PyThreadState *sampler_ts; /* the sampler thread's own thread state */
+
+    /* Protected by mu: the threads the sampler observes at each tick
+       (published by every full pass) and what it saw (read by passes). */
+    const void **known_ts;
+    clockid_t *known_clock;
+    size_t nknown, known_cap;
+    const void **seen_ts;
+    signed char *seen_state;  /* OBS_* */
+    size_t nseen, seen_cap;
+
     pthread_mutex_t mu;
     pthread_cond_t cv;        /* signalled on service and on stop */
 } engine;
@@ -280,7 +300,7 @@ static int attribute(PyThreadState *ts, pass_entry *pe)
 }
 
 /* Credit the time since the thread's previous sample. */
-static void credit(pass_entry *pe, int64_t wall, int native)
+static void credit(pass_entry *pe, int64_t wall, int native, int samples)
 {
     calx_thread *th = &E.threads[pe->ti];
     const cal_thread_times *now = &pe->times;
@@ -305,7 +325,7 @@ static void credit(pass_entry *pe, int64_t wall, int native)
         t.python_ns = user;
     t.system_ns = d_sys;
     t.waiting_ns = d_wall > d_cpu ? d_wall - d_cpu : 0;
-    t.samples = 1;
+    t.samples = samples;
 
     if (cal_profile_add_sample(E.profile, th->stat, pe->file, pe->line, pe->func, &t) != 0) {
         E.dropped++;
@@ -313,6 +333,45 @@ static void credit(pass_entry *pe, int64_t wall, int native)
     }
     for (size_t k = 0; k < pe->nfuncs; k++)
         cal_profile_add_func_total(E.profile, E.pass_funcs[pe->funcs_at + k], &t);
+}
+
+/* Grow a pair of parallel arrays to hold n entries.  Returns 0 or -1. */
+static int grow2(void **a, size_t sa, void **b, size_t sb, size_t *cap, size_t n)
+{
+    if (n <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 16;
+    while (c < n)
+        c *= 2;
+    void *na = realloc(*a, c * sa);
+    if (!na)
+        return -1;
+    *a = na;
+    void *nb = realloc(*b, c * sb);
+    if (!nb)
+        return -1;
+    *b = nb;
+    *cap = c;
+    return 0;
+}
+
+/* Tell the sampler thread which threads exist (GIL held). */
+static void publish_known(void)
+{
+    pthread_mutex_lock(&E.mu);
+    if (grow2((void **)&E.known_ts, sizeof(void *), (void **)&E.known_clock,
+              sizeof(clockid_t), &E.known_cap, E.nthreads) == 0) {
+        size_t k = 0;
+        for (size_t i = 0; i < E.nthreads; i++) {
+            if (E.threads[i].is_main || !E.threads[i].ident)
+                continue;
+            E.known_ts[k] = E.threads[i].ts;
+            E.known_clock[k] = E.threads[i].clock;
+            k++;
+        }
+        E.nknown = k;
+    }
+    pthread_mutex_unlock(&E.mu);
 }
 
 /* Sample every thread (PASS_SAMPLER: every thread but the main one).
@@ -348,6 +407,7 @@ static void sample_pass(enum pass_kind kind, int main_native)
         if (!th)
             continue;
         pe->ti = (size_t)(th - E.threads);
+        th->ts = ts;
         if (attribute(ts, pe) != 0) {
             E.dropped++;
             continue;
@@ -357,25 +417,34 @@ static void sample_pass(enum pass_kind kind, int main_native)
     }
     calx_threads_unlock();
 
-    /* Is each other thread on a CPU while we hold the GIL?  If so it runs
-       native code.  The walk above opened the observation window. */
+    /* Labels: the main thread's from the service delay, the others' from
+       what the sampler thread saw at the tick. */
+    pthread_mutex_lock(&E.mu);
+    for (size_t i = 0; i < n; i++) {
+        calx_thread *th = &E.threads[E.pass[i].ti];
+        for (size_t k = 0; k < E.nseen && !th->is_main; k++) {
+            if (E.seen_ts[k] != th->ts)
+                continue;
+            if (E.seen_state[k] != OBS_IDLE)
+                th->native = E.seen_state[k] == OBS_NATIVE;
+            break;
+        }
+    }
+    E.nseen = 0; /* each observation labels one sample */
+    pthread_mutex_unlock(&E.mu);
+
     for (size_t i = 0; i < n; i++) {
         pass_entry *pe = &E.pass[i];
         calx_thread *th = &E.threads[pe->ti];
-        int native = main_native;
-        if (!th->is_main) {
-            int64_t elapsed = cal_clock_now_ns() - wall;
-            while (elapsed < WINDOW_NS)
-                elapsed = cal_clock_now_ns() - wall;
-            int64_t cpu = cal_clock_thread_cpu_sigsafe(th->clock);
-            native = cpu >= 0 && (cpu - pe->times.cpu_ns) * 2 >= elapsed;
-        }
-        credit(pe, wall, native);
+        /* The final pass accounts the tail of the run; it is not a sample
+           drawn at a random time, so it does not count as one. */
+        credit(pe, wall, th->is_main ? main_native : th->native, kind != PASS_FINAL);
     }
     for (size_t i = 0; i < n; i++)
         resolve_name(&E.threads[E.pass[i].ti]);
     if (kind != PASS_SAMPLER)
         registry_sweep();
+    publish_known();
 }
 
 /* ---- the pending call (main thread, GIL) ------------------------------ */
@@ -389,8 +458,8 @@ static int pending_call(void *arg)
     int64_t tick = atomic_load(&E.tick_wall);
     int64_t tick_cpu = atomic_load(&E.tick_main_cpu);
     int64_t main_cpu = cal_clock_thread_cpu_sigsafe(E.main_clock);
-    int64_t delay = now - tick;
-    int native = delay > SERVICE_NS && tick_cpu >= 0 && main_cpu >= 0 &&
+    int64_t delay = tick && tick_cpu >= 0 ? now - tick : 0;
+    int native = delay > SERVICE_NS && main_cpu >= 0 &&
                  (main_cpu - tick_cpu) * 2 > delay;
     sample_pass(PASS_MAIN, native);
     pthread_mutex_lock(&E.mu);
@@ -411,11 +480,94 @@ static void abs_deadline(struct timespec *ts, int64_t from_now_ns)
     ts->tv_nsec = ns % 1000000000;
 }
 
+/* The sampler thread's private copy of the known threads. */
+typedef struct observer {
+    const void **ts;
+    clockid_t *clock;
+    int64_t *cpu0;
+    signed char *state;
+    size_t cap;
+} observer;
+
+static int observer_grow(observer *o, size_t n)
+{
+    if (n <= o->cap)
+        return 0;
+    size_t c = n * 2;
+    const void **ts = realloc(o->ts, c * sizeof(*ts));
+    if (ts)
+        o->ts = ts;
+    clockid_t *clock = realloc(o->clock, c * sizeof(*clock));
+    if (clock)
+        o->clock = clock;
+    int64_t *cpu0 = realloc(o->cpu0, c * sizeof(*cpu0));
+    if (cpu0)
+        o->cpu0 = cpu0;
+    signed char *state = realloc(o->state, c * sizeof(*state));
+    if (state)
+        o->state = state;
+    if (!ts || !clock || !cpu0 || !state)
+        return -1;
+    o->cap = c;
+    return 0;
+}
+
+static void observer_free(observer *o)
+{
+    free(o->ts);
+    free(o->clock);
+    free(o->cpu0);
+    free(o->state);
+}
+
+/* What each thread other than the main one is doing at this tick: holding
+   the GIL (Python), running without it (native), or neither.  Called with
+   E.mu held; releases it while watching the CPU clocks for OBSERVE_NS. */
+static void observe_threads(observer *o)
+{
+    size_t n = E.nknown;
+    E.nseen = 0;
+    if (n == 0 || observer_grow(o, n) != 0)
+        return;
+    memcpy(o->ts, E.known_ts, n * sizeof(*o->ts));
+    memcpy(o->clock, E.known_clock, n * sizeof(*o->clock));
+    pthread_mutex_unlock(&E.mu);
+
+    const void *holder = calx_gil_holder_sigsafe(E.interp);
+    int64_t t0 = cal_clock_now_ns();
+    for (size_t i = 0; i < n; i++)
+        o->cpu0[i] = cal_clock_thread_cpu_sigsafe(o->clock[i]);
+    struct timespec gap = {0, OBSERVE_NS};
+    nanosleep(&gap, NULL);
+    int64_t elapsed = cal_clock_now_ns() - t0;
+    /* The GIL may change hands during the window: whoever held it at either
+       end ran bytecode. */
+    const void *holder2 = calx_gil_holder_sigsafe(E.interp);
+    for (size_t i = 0; i < n; i++) {
+        int64_t cpu1 = cal_clock_thread_cpu_sigsafe(o->clock[i]);
+        if (o->ts[i] == holder || o->ts[i] == holder2)
+            o->state[i] = OBS_PYTHON;
+        else if (o->cpu0[i] >= 0 && cpu1 >= 0 && (cpu1 - o->cpu0[i]) * 2 >= elapsed)
+            o->state[i] = OBS_NATIVE;
+        else
+            o->state[i] = OBS_IDLE;
+    }
+
+    pthread_mutex_lock(&E.mu);
+    if (grow2((void **)&E.seen_ts, sizeof(void *), (void **)&E.seen_state, 1, &E.seen_cap,
+              n) == 0) {
+        memcpy(E.seen_ts, o->ts, n * sizeof(*o->ts));
+        memcpy(E.seen_state, o->state, n);
+        E.nseen = n;
+    }
+}
+
 static void *sampler_main(void *arg)
 {
     (void)arg;
     cal_rand rng;
     cal_rand_seed(&rng, (uint64_t)cal_clock_now_ns() ^ ((uint64_t)getpid() << 32));
+    observer obs = {0};
 
     PyGILState_STATE gs = PyGILState_Ensure();
     E.sampler_ts = PyThreadState_Get();
@@ -436,16 +588,26 @@ static void *sampler_main(void *arg)
         if (atomic_load(&E.stopping))
             break;
 
+        observe_threads(&obs);
         if (!atomic_load(&E.call_queued)) {
-            atomic_store(&E.tick_wall, cal_clock_now_ns());
-            atomic_store(&E.tick_main_cpu, cal_clock_thread_cpu_sigsafe(E.main_clock));
+            /* The delay is measured from the end of the poke: the first
+               microseconds after this thread wakes up can be slow (a virtual
+               CPU coming out of idle), and that is not the main thread's
+               doing.  A call serviced before both stamps are stored sees
+               tick_wall 0 or tick_main_cpu -1: it was prompt. */
+            atomic_store(&E.tick_wall, 0);
+            atomic_store(&E.tick_main_cpu, -1);
             atomic_store(&E.call_queued, 1);
             if (Py_AddPendingCall(pending_call, NULL) != 0) {
                 atomic_store(&E.call_queued, 0); /* queue full: skip tick */
                 continue;
             }
+            calx_poke_main_thread_sigsafe();
+            atomic_store(&E.tick_wall, cal_clock_now_ns());
+            atomic_store(&E.tick_main_cpu, cal_clock_thread_cpu_sigsafe(E.main_clock));
+        } else {
+            calx_poke_main_thread_sigsafe();
         }
-        calx_poke_main_thread_sigsafe();
 
         unsigned long long served = atomic_load(&E.served);
         abs_deadline(&dl, TAKEOVER_NS);
@@ -455,7 +617,13 @@ static void *sampler_main(void *arg)
         if (atomic_load(&E.stopping) || atomic_load(&E.served) != served)
             continue;
 
-        /* The main thread did not answer: sample the others ourselves. */
+        /* The main thread did not answer.  If it holds the GIL it is in
+           native code: nobody else can run bytecode, so there is nothing
+           new to see, and asking for the GIL would only block this thread
+           (and stop the ticks) until the call returns.  Otherwise it is
+           blocked or runs without the GIL: sample the others ourselves. */
+        if (calx_gil_holder_sigsafe(E.interp) == E.main_ts)
+            continue;
         pthread_mutex_unlock(&E.mu);
         PyEval_RestoreThread(E.sampler_ts);
         if (!atomic_load(&E.stopping) && atomic_load(&E.active))
@@ -464,6 +632,7 @@ static void *sampler_main(void *arg)
         pthread_mutex_lock(&E.mu);
     }
     pthread_mutex_unlock(&E.mu);
+    observer_free(&obs);
 
     PyEval_RestoreThread(E.sampler_ts);
     E.sampler_ts = NULL;
@@ -505,6 +674,7 @@ int calx_sampler_start(int64_t interval_ns, calx_filter *filter)
     memset(filter, 0, sizeof(*filter));
     E.interval_ns = interval_ns;
     E.interp = PyThreadState_Get()->interp;
+    E.main_ts = PyThreadState_Get();
     E.main_ident = PyThread_get_thread_ident();
     E.pid = getpid();
     E.dropped = 0;
@@ -531,8 +701,14 @@ int calx_sampler_start(int64_t interval_ns, calx_filter *filter)
             continue;
         clockid_t c;
         if (pthread_getcpuclockid((pthread_t)ts->thread_id, &c) == 0)
-            registry_add((unsigned long)ts->thread_id, cal_clock_thread_base(c), 1);
+        {
+            calx_thread *th =
+                registry_add((unsigned long)ts->thread_id, cal_clock_thread_base(c), 1);
+            if (th)
+                th->ts = ts;
+        }
     }
+    publish_known();
 
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -33,17 +33,17 @@ def _calipers_boot():
             sys.stderr.write("calipers: profiling disabled: %s\n" % (exc,))
 
     # Chain to the user's sitecustomize, as if this one had never existed.
-    # The import system looks our module up in sys.modules once it has run,
-    # so put it back when there is no other.
+    # With none to chain to, leave as a missing sitecustomize would: raising
+    # ImportError(name="sitecustomize") makes the import system drop this
+    # module from sys.modules and site.py ignore the import silently.
     ours = sys.modules.pop("sitecustomize")
     try:
-        import sitecustomize  # noqa: F401
+        import sitecustomize  # noqa: F401  (the user's, now in sys.modules)
     except ImportError as exc:
         if exc.name != "sitecustomize":
             raise
-    finally:
-        sys.modules.setdefault("sitecustomize", ours)
+        sys.modules["sitecustomize"] = ours
+        raise ImportError("no sitecustomize besides calipers'", name="sitecustomize")
 
 
 _calipers_boot()
-del _calipers_boot

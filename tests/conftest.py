@@ -1,0 +1,105 @@
+"""Shared helpers: run real programs under calipers in a subprocess and load
+the profile they leave, validated against the shipped JSON Schema."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+HERE = Path(__file__).resolve().parent
+PROGRAMS = HERE / "programs"
+
+import calipers  # noqa: E402  (the installed package under test)
+
+SCHEMA = json.loads(
+    (Path(calipers.__file__).parent / "schema" / "calipers-1.schema.json").read_text())
+
+
+def validate(profile):
+    jsonschema.validate(profile, SCHEMA)
+    return profile
+
+
+class Run:
+    """The outcome of one profiled run."""
+
+    def __init__(self, proc, outfile):
+        self.proc = proc
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.outfile = outfile
+        self.profile = None
+        if outfile and Path(outfile).exists():
+            self.profile = validate(json.loads(Path(outfile).read_text()))
+
+    # ---- queries on the profile ----
+    def lines(self, filename):
+        """{line number: line record} for the profiled file named `filename`."""
+        for f in self.profile["files"]:
+            if Path(f["path"]).name == filename:
+                return {ln["line"]: ln for ln in f["lines"]}
+        return {}
+
+    def functions(self, filename):
+        for f in self.profile["files"]:
+            if Path(f["path"]).name == filename:
+                return {fn["name"]: fn for fn in f["functions"]}
+        return {}
+
+
+def cpu(rec):
+    return rec["python_s"] + rec["native_s"] + rec["system_s"]
+
+
+def total(rec):
+    return cpu(rec) + rec["waiting_s"]
+
+
+def line_of(path, marker):
+    """The line number of the line containing `# marker` in a program."""
+    for n, text in enumerate(Path(path).read_text().splitlines(), 1):
+        if "# " + marker in text:
+            return n
+    raise AssertionError("no line marked %r in %s" % (marker, path))
+
+
+@pytest.fixture
+def run_calipers(tmp_path):
+    """run_calipers(program, *args, options=[...], env={}, cwd=None)."""
+
+    def run(program, *args, options=(), env=None, cwd=None, timeout=120, outfile=True,
+            module=False):
+        out = tmp_path / "profile.json"
+        cmd = [sys.executable, "-m", "calipers", "run"]
+        if outfile:
+            cmd += ["-o", str(out)]
+        cmd += list(options)
+        cmd += ["-m", program] if module else [str(program)]
+        cmd += [str(a) for a in args]
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env,
+                              cwd=cwd or tmp_path, timeout=timeout)
+        return Run(proc, out if outfile else None)
+
+    return run
+
+
+@pytest.fixture
+def run_plain(tmp_path):
+    """Run a program with the same interpreter, no profiler."""
+
+    def run(program, *args, env=None, cwd=None, timeout=120, module=False):
+        cmd = [sys.executable] + (["-m", program] if module else [str(program)])
+        cmd += [str(a) for a in args]
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        return subprocess.run(cmd, capture_output=True, text=True, env=full_env,
+                              cwd=cwd or tmp_path, timeout=timeout)
+
+    return run

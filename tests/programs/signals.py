@@ -1,0 +1,56 @@
+"""The program's own signal handlers and timers under a profiler.  Prints
+facts that must be the same with and without calipers."""
+import ctypes
+import errno
+import json
+import select
+import signal
+import time
+
+libc = ctypes.CDLL(None, use_errno=True)
+alarms = 0
+profs = 0
+
+
+def on_alarm(signum, frame):
+    global alarms
+    alarms += 1
+
+
+def on_prof(signum, frame):
+    global profs
+    profs += 1
+
+
+def raw_poll(ms):
+    """poll(2) with no descriptors, straight from libc: returns 'eintr' if a
+    signal interrupted it (Python's own wrappers would retry, PEP 475)."""
+    r = libc.poll(None, 0, ms)
+    return "eintr" if r == -1 and ctypes.get_errno() == errno.EINTR else r
+
+
+signal.signal(signal.SIGALRM, on_alarm)
+signal.signal(signal.SIGPROF, on_prof)
+facts = {}
+
+# No timer of our own: nothing may interrupt a blocking call.
+facts["quiet_polls"] = [raw_poll(40) for _ in range(10)]
+
+# An interval timer: select() is retried by Python and still waits the full time;
+# each raw poll is interrupted by the next alarm.
+signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)
+t0 = time.monotonic()
+select.select([], [], [], 0.6)
+facts["select_waited_enough"] = time.monotonic() - t0 >= 0.6
+facts["timer_polls"] = [raw_poll(2000) for _ in range(3)]
+signal.setitimer(signal.ITIMER_REAL, 0)
+facts["alarms_enough"] = alarms >= 10
+
+# A CPU-time profiling timer of the program's own.
+signal.setitimer(signal.ITIMER_PROF, 0.01, 0.01)
+t0 = time.process_time()
+while time.process_time() - t0 < 0.5:
+    sum(range(1000))
+signal.setitimer(signal.ITIMER_PROF, 0)
+facts["prof_ticks_enough"] = 35 <= profs <= 65
+print(json.dumps(facts, sort_keys=True))

@@ -1,0 +1,74 @@
+"""The program under calipers behaves exactly as without it."""
+import json
+import signal
+import sys
+
+import pytest
+
+from conftest import PROGRAMS
+
+
+def test_sees_the_same_start(run_calipers, run_plain, tmp_path):
+    prog = PROGRAMS / "introspect.py"
+    plain = run_plain(prog, "a", "--b", "c d")
+    prof = run_calipers(prog, "a", "--b", "c d", options=["--no-report"])
+    assert prof.returncode == plain.returncode == 0
+    assert json.loads(prof.stdout) == json.loads(plain.stdout)
+    assert prof.stderr == plain.stderr == "to stderr\n"
+    assert prof.profile is not None
+
+
+def test_module_mode_sees_the_same_start(run_calipers, run_plain, tmp_path):
+    (tmp_path / "mymod.py").write_text((PROGRAMS / "introspect.py").read_text())
+    plain = run_plain("mymod", "x", module=True)
+    prof = run_calipers("mymod", "x", options=["--no-report"], module=True)
+    assert json.loads(prof.stdout) == json.loads(plain.stdout)
+    assert prof.profile["program"]["module"] == "mymod"
+
+
+def test_user_pythonpath_and_sitecustomize_survive(run_calipers, run_plain, tmp_path):
+    site = tmp_path / "usersite"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import builtins\nbuiltins.USER_SITE = 1\n")
+    prog = tmp_path / "p.py"
+    prog.write_text("import builtins, os\nprint(builtins.USER_SITE, os.environ['PYTHONPATH'])\n")
+    env = {"PYTHONPATH": str(site)}
+    plain = run_plain(prog, env=env)
+    prof = run_calipers(prog, env=env, options=["--no-report"])
+    assert prof.stdout == plain.stdout == "1 %s\n" % site
+
+
+@pytest.mark.parametrize("how,status", [
+    ("exit3", 3), ("exit-message", 1), ("raise", 1), ("keyboard", -signal.SIGINT),
+    ("sigint", -signal.SIGINT)])
+def test_exit_status_output_and_profile(run_calipers, run_plain, how, status):
+    prog = PROGRAMS / "exits.py"
+    plain = run_plain(prog, how)
+    prof = run_calipers(prog, how, options=["--no-report"])
+    if status is not None:
+        assert plain.returncode == status
+    assert prof.returncode == plain.returncode
+    assert prof.stdout == plain.stdout
+    assert prof.stderr == plain.stderr  # same traceback, nothing of ours
+    assert prof.profile is not None and prof.profile["summary"]["samples"] >= 1
+
+
+def test_signal_handlers_timers_and_no_eintr(run_calipers, run_plain):
+    prog = PROGRAMS / "signals.py"
+    plain = run_plain(prog)
+    prof = run_calipers(prog, options=["--no-report", "--interval", "1ms"])
+    assert plain.returncode == prof.returncode == 0, prof.stderr
+    facts = json.loads(prof.stdout)
+    assert facts == json.loads(plain.stdout)
+    assert facts["quiet_polls"] == [0] * 10  # no EINTR from the profiler
+    assert facts["timer_polls"] == ["eintr"] * 3
+    assert facts["select_waited_enough"] and facts["alarms_enough"]
+    assert facts["prof_ticks_enough"]
+
+
+def test_summary_goes_to_stderr_not_stdout(run_calipers):
+    run = run_calipers(PROGRAMS / "waits.py")
+    assert run.stdout == ""
+    assert "calipers: waits.py ran" in run.stderr
+    assert "time.sleep(0.4)" in run.stderr
+    assert "profile written to" in run.stderr
