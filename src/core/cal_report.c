@@ -524,9 +524,9 @@ void cal_report_summary(const cal_profile *p, const cal_meta *m, const char *out
 
     cal_buf head;
     cal_buf_init(&head);
-    cal_buf_printf(&head, "calipers: %s%s ran %.2f s; CPU %.2f s (Python %d%%, native %d%%, "
+    cal_buf_printf(&head, "calipers: %s ran %.2f s; CPU %.2f s (Python %d%%, native %d%%, "
                           "system %d%%), waiting %.2f s",
-                   "", what ? what : "?", (double)cal_profile_wall(p) / 1e9,
+                   what ? what : "?", (double)cal_profile_wall(p) / 1e9,
                    (double)cpu / 1e9, pct(t.all.python_ns, cpu), pct(t.all.native_ns, cpu),
                    pct(t.all.system_ns, cpu), (double)t.all.waiting_ns / 1e9);
     if (cal_profile_nthreads(p) > 1)

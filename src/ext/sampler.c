@@ -57,6 +57,7 @@
 
 #include "cal_clock.h"
 #include "cal_rand.h"
+#include "gilwatch.h"
 #include "pyinternals.h"
 
 #include <errno.h>
@@ -70,7 +71,7 @@
 #define MAX_FRAMES 1024
 #define SERVICE_NS 50000     /* a service later than this is "delayed" */
 #define TAKEOVER_NS 1000000  /* how long to wait for the main thread */
-#define OBSERVE_NS 50000     /* on-CPU observation window at each tick */
+#define MIN_WATCHED_NS 2000000 /* CPU watched before a thread's split is updated */
 
 typedef struct calx_thread {
     unsigned long ident;
@@ -79,7 +80,7 @@ typedef struct calx_thread {
     int is_main;
     int seen;
     int name_tries;
-    int native;      /* label of its last observed running state */
+    double native_share; /* of its CPU, last seen by gilwatch */
     const void *ts;  /* its thread state, compared (never dereferenced)
                         with the GIL holder by the sampler thread */
     int64_t last_wall, last_cpu, last_sys;
@@ -96,7 +97,6 @@ typedef struct pass_entry {
 } pass_entry;
 
 enum pass_kind { PASS_MAIN, PASS_SAMPLER, PASS_FINAL };
-enum { OBS_IDLE, OBS_PYTHON, OBS_NATIVE };
 
 typedef struct engine {
     /* Protected by the GIL. */
@@ -132,15 +132,6 @@ typedef struct engine {
     atomic_llong tick_main_cpu;
     atomic_ullong served;     /* count of serviced calls */
     PyThreadState *sampler_ts; /* the sampler thread's own thread state */
-
-    /* Protected by mu: the threads the sampler observes at each tick
-       (published by every full pass) and what it saw (read by passes). */
-    const void **known_ts;
-    clockid_t *known_clock;
-    size_t nknown, known_cap;
-    const void **seen_ts;
-    signed char *seen_state;  /* OBS_* */
-    size_t nseen, seen_cap;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;        /* signalled on service and on stop */
@@ -300,7 +291,7 @@ static int attribute(PyThreadState *ts, pass_entry *pe)
 }
 
 /* Credit the time since the thread's previous sample. */
-static void credit(pass_entry *pe, int64_t wall, int native, int samples)
+static void credit(pass_entry *pe, int64_t wall, double native_share, int samples)
 {
     calx_thread *th = &E.threads[pe->ti];
     const cal_thread_times *now = &pe->times;
@@ -319,10 +310,8 @@ static void credit(pass_entry *pe, int64_t wall, int native, int samples)
 
     cal_times t = {0};
     int64_t user = d_cpu - d_sys;
-    if (native)
-        t.native_ns = user;
-    else
-        t.python_ns = user;
+    t.native_ns = (int64_t)((double)user * native_share + 0.5);
+    t.python_ns = user - t.native_ns;
     t.system_ns = d_sys;
     t.waiting_ns = d_wall > d_cpu ? d_wall - d_cpu : 0;
     t.samples = samples;
@@ -335,43 +324,24 @@ static void credit(pass_entry *pe, int64_t wall, int native, int samples)
         cal_profile_add_func_total(E.profile, E.pass_funcs[pe->funcs_at + k], &t);
 }
 
-/* Grow a pair of parallel arrays to hold n entries.  Returns 0 or -1. */
-static int grow2(void **a, size_t sa, void **b, size_t sb, size_t *cap, size_t n)
-{
-    if (n <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 16;
-    while (c < n)
-        c *= 2;
-    void *na = realloc(*a, c * sa);
-    if (!na)
-        return -1;
-    *a = na;
-    void *nb = realloc(*b, c * sb);
-    if (!nb)
-        return -1;
-    *b = nb;
-    *cap = c;
-    return 0;
-}
-
-/* Tell the sampler thread which threads exist (GIL held). */
+/* Tell gilwatch which threads to watch: all but the main one (GIL held). */
 static void publish_known(void)
 {
-    pthread_mutex_lock(&E.mu);
-    if (grow2((void **)&E.known_ts, sizeof(void *), (void **)&E.known_clock,
-              sizeof(clockid_t), &E.known_cap, E.nthreads) == 0) {
+    const void **ts = malloc((E.nthreads ? E.nthreads : 1) * sizeof(*ts));
+    clockid_t *clocks = malloc((E.nthreads ? E.nthreads : 1) * sizeof(*clocks));
+    if (ts && clocks) {
         size_t k = 0;
         for (size_t i = 0; i < E.nthreads; i++) {
             if (E.threads[i].is_main || !E.threads[i].ident)
                 continue;
-            E.known_ts[k] = E.threads[i].ts;
-            E.known_clock[k] = E.threads[i].clock;
+            ts[k] = E.threads[i].ts;
+            clocks[k] = E.threads[i].clock;
             k++;
         }
-        E.nknown = k;
+        calx_gilwatch_set_threads(ts, clocks, k);
     }
-    pthread_mutex_unlock(&E.mu);
+    free(ts);
+    free(clocks);
 }
 
 /* Sample every thread (PASS_SAMPLER: every thread but the main one).
@@ -417,28 +387,24 @@ static void sample_pass(enum pass_kind kind, int main_native)
     }
     calx_threads_unlock();
 
-    /* Labels: the main thread's from the service delay, the others' from
-       what the sampler thread saw at the tick. */
-    pthread_mutex_lock(&E.mu);
+    /* The main thread's split comes from the service delay; the others'
+       from what gilwatch saw since their previous sample (or, if they used
+       no CPU while watched, the split it saw last). */
     for (size_t i = 0; i < n; i++) {
         calx_thread *th = &E.threads[E.pass[i].ti];
-        for (size_t k = 0; k < E.nseen && !th->is_main; k++) {
-            if (E.seen_ts[k] != th->ts)
-                continue;
-            if (E.seen_state[k] != OBS_IDLE)
-                th->native = E.seen_state[k] == OBS_NATIVE;
-            break;
-        }
+        double share;
+        if (th->is_main)
+            th->native_share = main_native;
+        else if (calx_gilwatch_take(th->ts, MIN_WATCHED_NS, &share))
+            th->native_share = share;
     }
-    E.nseen = 0; /* each observation labels one sample */
-    pthread_mutex_unlock(&E.mu);
 
     for (size_t i = 0; i < n; i++) {
         pass_entry *pe = &E.pass[i];
         calx_thread *th = &E.threads[pe->ti];
         /* The final pass accounts the tail of the run; it is not a sample
            drawn at a random time, so it does not count as one. */
-        credit(pe, wall, th->is_main ? main_native : th->native, kind != PASS_FINAL);
+        credit(pe, wall, th->native_share, kind != PASS_FINAL);
     }
     for (size_t i = 0; i < n; i++)
         resolve_name(&E.threads[E.pass[i].ti]);
@@ -480,94 +446,11 @@ static void abs_deadline(struct timespec *ts, int64_t from_now_ns)
     ts->tv_nsec = ns % 1000000000;
 }
 
-/* The sampler thread's private copy of the known threads. */
-typedef struct observer {
-    const void **ts;
-    clockid_t *clock;
-    int64_t *cpu0;
-    signed char *state;
-    size_t cap;
-} observer;
-
-static int observer_grow(observer *o, size_t n)
-{
-    if (n <= o->cap)
-        return 0;
-    size_t c = n * 2;
-    const void **ts = realloc(o->ts, c * sizeof(*ts));
-    if (ts)
-        o->ts = ts;
-    clockid_t *clock = realloc(o->clock, c * sizeof(*clock));
-    if (clock)
-        o->clock = clock;
-    int64_t *cpu0 = realloc(o->cpu0, c * sizeof(*cpu0));
-    if (cpu0)
-        o->cpu0 = cpu0;
-    signed char *state = realloc(o->state, c * sizeof(*state));
-    if (state)
-        o->state = state;
-    if (!ts || !clock || !cpu0 || !state)
-        return -1;
-    o->cap = c;
-    return 0;
-}
-
-static void observer_free(observer *o)
-{
-    free(o->ts);
-    free(o->clock);
-    free(o->cpu0);
-    free(o->state);
-}
-
-/* What each thread other than the main one is doing at this tick: holding
-   the GIL (Python), running without it (native), or neither.  Called with
-   E.mu held; releases it while watching the CPU clocks for OBSERVE_NS. */
-static void observe_threads(observer *o)
-{
-    size_t n = E.nknown;
-    E.nseen = 0;
-    if (n == 0 || observer_grow(o, n) != 0)
-        return;
-    memcpy(o->ts, E.known_ts, n * sizeof(*o->ts));
-    memcpy(o->clock, E.known_clock, n * sizeof(*o->clock));
-    pthread_mutex_unlock(&E.mu);
-
-    const void *holder = calx_gil_holder_sigsafe(E.interp);
-    int64_t t0 = cal_clock_now_ns();
-    for (size_t i = 0; i < n; i++)
-        o->cpu0[i] = cal_clock_thread_cpu_sigsafe(o->clock[i]);
-    struct timespec gap = {0, OBSERVE_NS};
-    nanosleep(&gap, NULL);
-    int64_t elapsed = cal_clock_now_ns() - t0;
-    /* The GIL may change hands during the window: whoever held it at either
-       end ran bytecode. */
-    const void *holder2 = calx_gil_holder_sigsafe(E.interp);
-    for (size_t i = 0; i < n; i++) {
-        int64_t cpu1 = cal_clock_thread_cpu_sigsafe(o->clock[i]);
-        if (o->ts[i] == holder || o->ts[i] == holder2)
-            o->state[i] = OBS_PYTHON;
-        else if (o->cpu0[i] >= 0 && cpu1 >= 0 && (cpu1 - o->cpu0[i]) * 2 >= elapsed)
-            o->state[i] = OBS_NATIVE;
-        else
-            o->state[i] = OBS_IDLE;
-    }
-
-    pthread_mutex_lock(&E.mu);
-    if (grow2((void **)&E.seen_ts, sizeof(void *), (void **)&E.seen_state, 1, &E.seen_cap,
-              n) == 0) {
-        memcpy(E.seen_ts, o->ts, n * sizeof(*o->ts));
-        memcpy(E.seen_state, o->state, n);
-        E.nseen = n;
-    }
-}
-
 static void *sampler_main(void *arg)
 {
     (void)arg;
     cal_rand rng;
     cal_rand_seed(&rng, (uint64_t)cal_clock_now_ns() ^ ((uint64_t)getpid() << 32));
-    observer obs = {0};
 
     PyGILState_STATE gs = PyGILState_Ensure();
     E.sampler_ts = PyThreadState_Get();
@@ -588,7 +471,6 @@ static void *sampler_main(void *arg)
         if (atomic_load(&E.stopping))
             break;
 
-        observe_threads(&obs);
         if (!atomic_load(&E.call_queued)) {
             /* The delay is measured from the end of the poke: the first
                microseconds after this thread wakes up can be slow (a virtual
@@ -632,7 +514,6 @@ static void *sampler_main(void *arg)
         pthread_mutex_lock(&E.mu);
     }
     pthread_mutex_unlock(&E.mu);
-    observer_free(&obs);
 
     PyEval_RestoreThread(E.sampler_ts);
     E.sampler_ts = NULL;
@@ -648,6 +529,7 @@ static void after_fork_child(void)
        profile.  The child runs unprofiled and writes nothing. */
     atomic_store(&E.active, 0);
     E.thread_started = 0;
+    calx_gilwatch_reset();
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     E.mu = fresh;
     pthread_cond_init(&E.cv, NULL);
@@ -719,13 +601,21 @@ int calx_sampler_start(int64_t interval_ns, calx_filter *filter)
     atomic_store(&E.call_queued, 0);
     atomic_store(&E.active, 1);
 
+    int rc = calx_gilwatch_start(E.interp);
+    if (rc != 0) {
+        atomic_store(&E.active, 0);
+        errno = rc;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
     /* The sampler thread must not receive the program's signals. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&E.thread, NULL, sampler_main, NULL);
+    rc = pthread_create(&E.thread, NULL, sampler_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
+        calx_gilwatch_stop();
         atomic_store(&E.active, 0);
         errno = rc;
         PyErr_SetFromErrno(PyExc_OSError);
@@ -746,6 +636,7 @@ int calx_sampler_stop(void)
         pthread_mutex_unlock(&E.mu);
         Py_BEGIN_ALLOW_THREADS
         pthread_join(E.thread, NULL);
+        calx_gilwatch_stop();
         Py_END_ALLOW_THREADS
         E.thread_started = 0;
     }

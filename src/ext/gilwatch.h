@@ -1,0 +1,47 @@
+/*
+ * gilwatch — how each thread other than the main one splits its CPU time
+ * between bytecode and native code, watched from the sampler thread every
+ * millisecond, by a thread of its own, without taking the GIL.
+ *
+ * Between two looks at a thread, the CPU it used (its kernel CPU clock) is
+ * bytecode if it held the GIL at either look, and native code otherwise: a
+ * thread cannot run bytecode without the GIL, and a thread that runs while
+ * another holds it is in C.  Looking 1000 times a second costs one
+ * clock_gettime() per thread per look, on the watcher thread, which sleeps
+ * while there is no thread to watch (single-threaded programs pay nothing).
+ * It is a thread of its own so that it keeps looking while the sampler
+ * thread waits for the GIL.
+ *
+ * Own lock; set_threads and take are called from sampling passes under the
+ * GIL.  Never dereferences a thread state: they are only compared with the
+ * GIL's holder.
+ */
+#ifndef CALX_GILWATCH_H
+#define CALX_GILWATCH_H
+
+#include <Python.h>
+
+#include <stddef.h>
+#include <time.h>
+
+/* Replace the set of watched threads; what was observed of threads that
+   stay is kept.  Returns 0, or -1 if memory ran out (the set is unchanged). */
+int calx_gilwatch_set_threads(const void *const *ts, const clockid_t *clocks, size_t n);
+
+/* Number of watched threads (a hint, read without the lock). */
+size_t calx_gilwatch_count(void);
+
+/* Start and stop the watcher thread.  start returns 0 or an errno value. */
+int calx_gilwatch_start(PyInterpreterState *interp);
+void calx_gilwatch_stop(void);
+
+/* The share of the CPU time that `ts` used in native code since the last
+   successful call for it.  Returns 1 and sets *native_share once at least
+   min_ns of its CPU time has been watched; returns 0 (and keeps counting)
+   before that. */
+int calx_gilwatch_take(const void *ts, int64_t min_ns, double *native_share);
+
+/* Forget everything (after fork, in the child). */
+void calx_gilwatch_reset(void);
+
+#endif
