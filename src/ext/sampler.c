@@ -69,7 +69,7 @@
 #include <unistd.h>
 
 #define MAX_FRAMES 1024
-#define SERVICE_NS 50000     /* a service later than this is "delayed" */
+#define SERVICE_NS 50000     /* a service needing more main-thread CPU is "delayed" */
 #define TAKEOVER_NS 1000000  /* how long to wait for the main thread */
 #define MIN_WATCHED_NS 2000000 /* CPU watched before a thread's split is updated */
 
@@ -424,9 +424,11 @@ static int pending_call(void *arg)
     int64_t tick = atomic_load(&E.tick_wall);
     int64_t tick_cpu = atomic_load(&E.tick_main_cpu);
     int64_t main_cpu = cal_clock_thread_cpu_sigsafe(E.main_clock);
-    int64_t delay = tick && tick_cpu >= 0 ? now - tick : 0;
-    int native = delay > SERVICE_NS && main_cpu >= 0 &&
-                 (main_cpu - tick_cpu) * 2 > delay;
+    /* The delay in the main thread's own CPU time: immune to it being
+       preempted or waiting for the GIL meanwhile (those are not native). */
+    int64_t delay_cpu = tick && tick_cpu >= 0 && main_cpu >= tick_cpu ? main_cpu - tick_cpu : 0;
+    (void)now;
+    int native = delay_cpu > SERVICE_NS;
     sample_pass(PASS_MAIN, native);
     pthread_mutex_lock(&E.mu);
     atomic_store(&E.call_queued, 0);

@@ -1,0 +1,33 @@
+# A task runner only: the build is meson-python (pyproject.toml, meson.build).
+PYTHON ?= python3
+VENV ?= .venv
+
+.PHONY: demo install test test-c test-sanitize bench bench-quick clean
+
+# Install calipers into $(VENV) and profile the example program.
+demo: install
+	$(VENV)/bin/calipers run -o examples/demo-profile.json examples/demo.py
+
+install:
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q .
+
+# Build from scratch and run every test tier on every CPython 3.9-3.13 found.
+test:
+	tools/test-all.sh
+
+# Only the C core's unit tests (plain, then ASan + UBSan).
+test-c:
+	cc -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c src/core/*.c -lm -lpthread -o /tmp/calipers-test-core && /tmp/calipers-test-core
+test-sanitize:
+	cc -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c src/core/*.c -lm -lpthread -o /tmp/calipers-test-core-asan && /tmp/calipers-test-core-asan
+
+# Overhead side by side with the peers (bench/README.md).
+bench:
+	$(PYTHON) bench/run.py
+bench-quick:
+	$(PYTHON) bench/run.py --quick
+
+clean:
+	rm -rf build builddir dist $(VENV) bench/.venv examples/demo-profile.json

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Every test tier, from scratch:
+#   1. the C core's unit tests, built with -Werror, plain and under
+#      AddressSanitizer + UndefinedBehaviorSanitizer;
+#   2. for each CPython 3.9-3.13 on the machine (tools/pythons.sh): a fresh
+#      virtual environment, `pip install .[test]` (the real wheel build), and
+#      pytest, which runs real programs under the profiler.
+# Ends with one line "total: N passed, M failed"; exits non-zero on failure.
+set -u
+cd "$(dirname "$0")/.."
+out=build/test
+rm -rf build
+mkdir -p "$out"
+passed=0
+failed=0
+status=0
+
+count() { # file -> adds its "N passed" / "N failed" numbers
+    local p f
+    p=$(grep -Eo '[0-9]+ passed' "$1" | tail -1 | grep -Eo '[0-9]+' || true)
+    f=$(grep -Eo '[0-9]+ (failed|error|errors)' "$1" | tail -1 | grep -Eo '[0-9]+' || true)
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-0}))
+}
+
+run_tier() { # name, command...
+    local name=$1 log="$out/$1.log"
+    shift
+    echo "== $name"
+    if "$@" >"$log" 2>&1; then
+        tail -n 3 "$log"
+    else
+        tail -n 60 "$log"
+        echo "== $name FAILED (full log: $log)"
+        status=1
+        grep -Eq '[0-9]+ (failed|error)' "$log" || failed=$((failed + 1))
+    fi
+    count "$log"
+}
+
+CC=${CC:-cc}
+core_src="src/core/*.c"
+run_tier c-core sh -c "$CC -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -o $out/test_core && $out/test_core"
+run_tier c-core-sanitize sh -c "$CC -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -o $out/test_core_asan && $out/test_core_asan"
+
+pythons=$(tools/pythons.sh)
+[ -n "$pythons" ] || { echo "no CPython 3.9-3.13 found"; exit 1; }
+for py in $pythons; do
+    v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    venv="build/venv-$v"
+    run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider"
+done
+
+echo "total: $passed passed, $failed failed"
+[ "$failed" -eq 0 ] || status=1
+exit $status
