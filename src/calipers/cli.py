@@ -223,15 +223,11 @@ def check_outfile(path):
 
 def library_dirs():
     """Directories whose code is not the program's own: the standard library
-    and every site-packages this interpreter knows."""
+    and every site-packages this interpreter knows.  (No sysconfig: importing
+    it would cost the launcher more than everything else it does.)"""
     import site
-    import sysconfig
 
-    dirs = set()
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        path = sysconfig.get_paths().get(key)
-        if path:
-            dirs.add(path)
+    dirs = {os.path.dirname(os.__file__)}
     for getter in ("getsitepackages", "getusersitepackages"):
         try:
             found = getattr(site, getter)()
@@ -248,12 +244,27 @@ def library_dirs():
 
 
 def interpreter_flags():
-    """The launcher's own interpreter options (-O, -W, -X ...) to pass on,
-    without those that would stop the bootstrap from loading."""
-    import subprocess
-
-    flags = subprocess._args_from_interpreter_flags()
-    return [f for f in flags if f not in ("-E", "-I", "-S")]
+    """The launcher's own interpreter options (-O, -B, -W, -X ...) to pass on,
+    as subprocess._args_from_interpreter_flags() would, without importing
+    subprocess (slow) and without those that would stop the bootstrap from
+    loading (-E, -I, -S)."""
+    letters = (("debug", "d"), ("dont_write_bytecode", "B"), ("no_user_site", "s"),
+               ("verbose", "v"), ("bytes_warning", "b"), ("quiet", "q"), ("optimize", "O"))
+    args = []
+    for flag, letter in letters:
+        n = getattr(sys.flags, flag, 0)
+        if n > 0:
+            args.append("-" + letter * n)
+    if getattr(sys.flags, "safe_path", False):
+        args.append("-P")
+    warnopts = list(sys.warnoptions)
+    if sys.flags.dev_mode and warnopts[:1] == ["default"]:
+        warnopts = warnopts[1:]  # -X dev adds it
+    for opt in warnopts:
+        args += ["-W", opt]
+    for key, value in sys._xoptions.items():
+        args += ["-X", key if value is True else "%s=%s" % (key, value)]
+    return args
 
 
 def run(args):

@@ -225,8 +225,21 @@ static calx_thread *thread_for(PyThreadState *ts, cal_thread_times *times)
    code for plain Thread objects (a dict lookup and an instance attribute). */
 static void resolve_name(calx_thread *th)
 {
-    if (th->is_main || th->name_tries >= 20 || !E.threading_active)
+    if (th->is_main || th->name_tries >= 20)
         return;
+    if (!E.threading_active) {
+        /* Only once the program has imported threading: never import it. */
+        PyObject *name = PyUnicode_FromString("threading");
+        PyObject *mod = name ? PyImport_GetModule(name) : NULL;
+        Py_XDECREF(name);
+        E.threading_active = mod ? PyObject_GetAttrString(mod, "_active") : NULL;
+        Py_XDECREF(mod);
+        if (!E.threading_active || !PyDict_Check(E.threading_active)) {
+            Py_CLEAR(E.threading_active);
+            PyErr_Clear();
+            return;
+        }
+    }
     th->name_tries++;
     PyObject *exc_type, *exc_value, *exc_tb;
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
@@ -570,13 +583,7 @@ int calx_sampler_start(int64_t interval_ns, calx_filter *filter)
     }
     E.main_clock = cal_clock_thread_base(sched);
 
-    PyObject *threading = PyImport_ImportModule("threading");
-    E.threading_active = threading ? PyObject_GetAttrString(threading, "_active") : NULL;
-    Py_XDECREF(threading);
-    if (!E.threading_active || !PyDict_Check(E.threading_active)) {
-        Py_CLEAR(E.threading_active);
-        PyErr_Clear();
-    }
+    Py_CLEAR(E.threading_active);
 
     /* Threads that already exist are counted from now on. */
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(E.interp); ts;
