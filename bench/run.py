@@ -95,8 +95,12 @@ def timed(cmd):
 
 
 def calibrate(name, seconds):
-    one = min(timed([venv_bin("python")] + program(name, 1)) for _ in range(2))
-    return max(1, math.ceil(seconds / one))
+    """Loops for about `seconds` of run time: fit t(n) = start-up + n * per-loop."""
+    t1 = min(timed([venv_bin("python")] + program(name, 1)) for _ in range(2))
+    t4 = min(timed([venv_bin("python")] + program(name, 4)) for _ in range(2))
+    per_loop = max((t4 - t1) / 3, 1e-3)
+    startup = max(t1 - per_loop, 0.0)
+    return max(1, math.ceil((seconds - startup) / per_loop))
 
 
 def machine():

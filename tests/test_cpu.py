@@ -83,14 +83,17 @@ def test_threads(run_calipers, tmp_path):
         "busy-0", "busy-1", "busy-2", "busy-3", "native"]
 
 
-def test_sleep_is_waiting_and_syscalls_are_system(run_calipers):
+def test_sleep_and_io_are_waiting_and_syscalls_are_system(run_calipers):
     prog = PROGRAMS / "waits.py"
     run = run_calipers(prog)
     assert run.returncode == 0, run.stderr
     lines = run.lines("waits.py")
     sleep = lines[line_of(prog, "sleep-line")]
     read = lines[line_of(prog, "read-line")]
+    recv = lines[line_of(prog, "recv-line")]
     assert sleep["waiting_s"] == pytest.approx(0.4, abs=0.05)
     assert cpu(sleep) <= 0.02
+    assert recv["waiting_s"] == pytest.approx(0.3, abs=0.05)
+    assert cpu(recv) <= 0.02
     assert cpu(read) >= 0.35
     assert read["system_s"] >= 0.5 * cpu(read), read

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test tier, from scratch:
-#   1. the C core's unit tests, built with -Werror, plain and under
-#      AddressSanitizer + UndefinedBehaviorSanitizer;
+#   1. the C core's unit tests, built with -Werror by gcc and by clang, and
+#      under AddressSanitizer + UndefinedBehaviorSanitizer; the extension's
+#      sources checked by clang -Werror against every CPython's headers;
 #   2. for each CPython 3.9-3.13 on the machine (tools/pythons.sh): a fresh
 #      virtual environment, `pip install .[test]` (the real wheel build), and
 #      pytest, which runs real programs under the profiler.
@@ -45,11 +46,28 @@ run_tier c-core-sanitize sh -c "$CC -std=c11 -O1 -g -fno-omit-frame-pointer -fsa
 
 pythons=$(tools/pythons.sh)
 [ -n "$pythons" ] || { echo "no CPython 3.9-3.13 found"; exit 1; }
+
+if command -v clang >/dev/null 2>&1; then
+    run_tier c-core-clang sh -c "clang -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -o $out/test_core_clang && $out/test_core_clang"
+    for py in $pythons; do
+        inc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+        v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+        run_tier "ext-clang-$v" sh -c "clang -std=c11 -fsyntax-only -Wall -Wextra -Werror -Isrc/core -I'$inc' src/ext/*.c && echo '1 passed, 0 failed'"
+    done
+else
+    echo "clang not found: the clang tiers cannot run (install clang; .ci/run does)"
+    failed=$((failed + 1))
+fi
 for py in $pythons; do
     v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     venv="build/venv-$v"
     run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider"
 done
+
+# The sdist/wheel build path users and packagers take: python -m build, and
+# the wheel holds the extension, the bootstrap and the schema.
+py=$(echo "$pythons" | head -n 1)
+run_tier wheel sh -c "'$py' -m venv build/venv-build && build/venv-build/bin/python -m pip install -q build && build/venv-build/bin/python -m build -q --outdir build/dist . && build/venv-build/bin/python tools/check-wheel.py build/dist/*.whl"
 
 echo "total: $passed passed, $failed failed"
 [ "$failed" -eq 0 ] || status=1

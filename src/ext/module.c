@@ -226,12 +226,43 @@ static void meta_free(meta_holder *h)
     free_str_list(h->exclude, h->nexclude);
 }
 
-static cal_profile *need_profile(void)
+enum render_kind { RENDER_JSON, RENDER_SUMMARY };
+
+/* Render the profile into b (initialised here).  On success return 0; on
+   error set an exception, leave b empty and return -1. */
+static int render(PyObject *meta, enum render_kind kind, const char *outfile, int width,
+                  cal_buf *b)
 {
+    cal_buf_init(b);
     cal_profile *p = calx_sampler_profile();
-    if (!p)
+    if (!p) {
         PyErr_SetString(PyExc_RuntimeError, "calipers has not profiled anything");
-    return p;
+        return -1;
+    }
+    meta_holder h;
+    if (meta_from_dict(meta, &h) != 0) {
+        meta_free(&h);
+        return -1;
+    }
+    if (kind == RENDER_JSON)
+        cal_report_json(p, &h.m, b);
+    else
+        cal_report_summary(p, &h.m, outfile, width, b);
+    meta_free(&h);
+    if (!cal_buf_ok(b)) {
+        cal_buf_free(b);
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* The buffer as a str; frees it. */
+static PyObject *buf_to_str_free(cal_buf *b)
+{
+    PyObject *r = PyUnicode_DecodeUTF8(b->data ? b->data : "", (Py_ssize_t)b->len, "replace");
+    cal_buf_free(b);
+    return r;
 }
 
 PyDoc_STRVAR(json_doc, "json(meta) -> str\n\nThe profile collected so far, as JSON text.");
@@ -239,21 +270,10 @@ PyDoc_STRVAR(json_doc, "json(meta) -> str\n\nThe profile collected so far, as JS
 static PyObject *py_json(PyObject *self, PyObject *meta)
 {
     (void)self;
-    cal_profile *p = need_profile();
-    meta_holder h;
-    if (!p || meta_from_dict(meta, &h) != 0) {
-        if (p)
-            meta_free(&h);
-        return NULL;
-    }
     cal_buf b;
-    cal_buf_init(&b);
-    cal_report_json(p, &h.m, &b);
-    meta_free(&h);
-    PyObject *r = cal_buf_ok(&b) ? PyUnicode_DecodeUTF8(b.data, (Py_ssize_t)b.len, "replace")
-                                 : PyErr_NoMemory();
-    cal_buf_free(&b);
-    return r;
+    if (render(meta, RENDER_JSON, NULL, 0, &b) != 0)
+        return NULL;
+    return buf_to_str_free(&b);
 }
 
 PyDoc_STRVAR(write_json_doc,
@@ -266,29 +286,21 @@ static PyObject *py_write_json(PyObject *self, PyObject *args)
     PyObject *path_obj, *meta;
     if (!PyArg_ParseTuple(args, "O&O", PyUnicode_FSConverter, &path_obj, &meta))
         return NULL;
-    cal_profile *p = need_profile();
-    meta_holder h;
-    if (!p || meta_from_dict(meta, &h) != 0) {
-        if (p)
-            meta_free(&h);
+    cal_buf b;
+    if (render(meta, RENDER_JSON, NULL, 0, &b) != 0) {
         Py_DECREF(path_obj);
         return NULL;
     }
-    cal_buf b;
-    cal_buf_init(&b);
-    cal_report_json(p, &h.m, &b);
-    meta_free(&h);
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = cal_buf_write_file(&b, PyBytes_AS_STRING(path_obj));
     Py_END_ALLOW_THREADS
     cal_buf_free(&b);
-    if (rc != 0) {
+    if (rc != 0)
         PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
-        Py_DECREF(path_obj);
-        return NULL;
-    }
     Py_DECREF(path_obj);
+    if (rc != 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -303,21 +315,10 @@ static PyObject *py_summary(PyObject *self, PyObject *args)
     int width;
     if (!PyArg_ParseTuple(args, "Ozi", &meta, &outfile, &width))
         return NULL;
-    cal_profile *p = need_profile();
-    meta_holder h;
-    if (!p || meta_from_dict(meta, &h) != 0) {
-        if (p)
-            meta_free(&h);
-        return NULL;
-    }
     cal_buf b;
-    cal_buf_init(&b);
-    cal_report_summary(p, &h.m, outfile, width, &b);
-    meta_free(&h);
-    PyObject *r = cal_buf_ok(&b) ? PyUnicode_DecodeUTF8(b.data, (Py_ssize_t)b.len, "replace")
-                                 : PyErr_NoMemory();
-    cal_buf_free(&b);
-    return r;
+    if (render(meta, RENDER_SUMMARY, outfile, width, &b) != 0)
+        return NULL;
+    return buf_to_str_free(&b);
 }
 
 static PyMethodDef methods[] = {

@@ -68,7 +68,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_FRAMES 1024
+#define MAX_FRAMES 4096     /* deeper stacks lose their outermost frames */
 #define SERVICE_NS 50000     /* a service needing more main-thread CPU is "delayed" */
 #define TAKEOVER_NS 1000000  /* how long to wait for the main thread */
 #define MIN_WATCHED_NS 2000000 /* CPU watched before a thread's split is updated */
@@ -111,6 +111,7 @@ typedef struct engine {
     uint32_t *pass_funcs;
     size_t pass_nfuncs, pass_funcs_cap;
     PyObject *threading_active; /* threading._active, for thread names */
+    int threads_changed;        /* the registry changed since gilwatch was told */
     int64_t dropped;
     int64_t start_wall;
 
@@ -165,6 +166,7 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
         return NULL;
     calx_thread *th = &E.threads[E.nthreads++];
     memset(th, 0, sizeof(*th));
+    E.threads_changed = 1;
     th->ident = ident;
     th->clock = clock;
     th->stat = stat;
@@ -195,6 +197,8 @@ static void registry_sweep(void)
         if (E.threads[i].seen || E.threads[i].is_main)
             E.threads[k++] = E.threads[i];
     }
+    if (k != E.nthreads)
+        E.threads_changed = 1;
     E.nthreads = k;
 }
 
@@ -337,9 +341,13 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
         cal_profile_add_func_total(E.profile, E.pass_funcs[pe->funcs_at + k], &t);
 }
 
-/* Tell gilwatch which threads to watch: all but the main one (GIL held). */
+/* Tell gilwatch which threads to watch, all but the main one, when that
+   changed (GIL held). */
 static void publish_known(void)
 {
+    if (!E.threads_changed)
+        return;
+    E.threads_changed = 0;
     const void **ts = malloc((E.nthreads ? E.nthreads : 1) * sizeof(*ts));
     clockid_t *clocks = malloc((E.nthreads ? E.nthreads : 1) * sizeof(*clocks));
     if (ts && clocks) {
@@ -390,7 +398,12 @@ static void sample_pass(enum pass_kind kind, int main_native)
         if (!th)
             continue;
         pe->ti = (size_t)(th - E.threads);
-        th->ts = ts;
+        if (th->ts != ts) {
+            /* A C thread that calls PyGILState_Ensure/Release repeatedly
+               gets a new thread state each time. */
+            th->ts = ts;
+            E.threads_changed = 1;
+        }
         if (attribute(ts, pe) != 0) {
             E.dropped++;
             continue;

@@ -272,11 +272,14 @@ static void test_rand(void)
     CHECK(fabs(sqrt(var) - 10.0) < 0.3);   /* exponential: sd == mean */
 }
 
+static volatile double spin_sink;
+
 static void *spin(void *arg)
 {
-    volatile double x = 0;
+    double x = 0;
     for (long i = 0; i < 20000000; i++)
         x += (double)i;
+    spin_sink = x;
     (void)arg;
     return NULL;
 }

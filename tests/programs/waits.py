@@ -1,6 +1,8 @@
-"""time.sleep shows as waiting; many small reads from /dev/urandom show as
-system time."""
+"""time.sleep and blocking I/O show as waiting; many small reads from
+/dev/urandom show as system time."""
 import os
+import socket
+import threading
 import time
 
 time.sleep(0.4)  # sleep-line
@@ -9,3 +11,6 @@ deadline = time.perf_counter() + 0.5
 while time.perf_counter() < deadline:
     os.read(fd, 512)  # read-line
 os.close(fd)
+a, b = socket.socketpair()
+threading.Timer(0.3, b.send, args=(b"x",)).start()
+a.recv(1)  # recv-line
