@@ -91,9 +91,13 @@ def test_sleep_and_io_are_waiting_and_syscalls_are_system(run_calipers):
     sleep = lines[line_of(prog, "sleep-line")]
     read = lines[line_of(prog, "read-line")]
     recv = lines[line_of(prog, "recv-line")]
+    # A sample credits the CPU used since the previous one to the line where
+    # it finds the thread, so a line that blocks right after busy code can
+    # inherit the tail of that code: one interval, exponential with mean
+    # 10 ms.  0.06 s is six means (a false failure once in 400 runs).
     assert sleep["waiting_s"] == pytest.approx(0.4, abs=0.05)
-    assert cpu(sleep) <= 0.02
+    assert cpu(sleep) <= 0.06
     assert recv["waiting_s"] == pytest.approx(0.3, abs=0.05)
-    assert cpu(recv) <= 0.02
+    assert cpu(recv) <= 0.06
     assert cpu(read) >= 0.35
     assert read["system_s"] >= 0.5 * cpu(read), read
