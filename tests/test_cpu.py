@@ -11,8 +11,11 @@ def shares(d):
     return {k: v / s for k, v in d.items()}
 
 
-def test_python_native_split_and_shares(run_calipers, tmp_path):
+def test_python_native_split_and_shares(run_calipers, run_plain, tmp_path):
     prog = PROGRAMS / "split.py"
+    plain_file = tmp_path / "plain.json"
+    assert run_plain(prog, plain_file).returncode == 0
+    plain = json.loads(plain_file.read_text())
     truth_file = tmp_path / "truth.json"
     # Each sample labels its whole interval Python or native, so a line's
     # split is a proportion of its samples: 2 ms gives a native line ~200
@@ -33,9 +36,11 @@ def test_python_native_split_and_shares(run_calipers, tmp_path):
             assert rec["native_s"] >= 0.90 * (rec["native_s"] + rec["python_s"]), (marker, rec)
     # Each line's share of the time of these lines, against the share the
     # program measured for the same work (it timed each phase itself).
-    want, have = shares(truth), shares(got)
+    # ... and against the shares of a run without the profiler.
+    want, have, unprofiled = shares(truth), shares(got), shares(plain)
     for marker in want:
         assert abs(have[marker] - want[marker]) <= 0.05, (marker, have, want)
+        assert abs(have[marker] - unprofiled[marker]) <= 0.05, (marker, have, unprofiled)
 
 
 @pytest.mark.parametrize("share", [0.25, 0.5, 0.75])
