@@ -106,3 +106,20 @@ def test_sleep_and_io_are_waiting_and_syscalls_are_system(run_calipers):
     assert cpu(recv) <= 0.06
     assert cpu(read) >= 0.35
     assert read["system_s"] >= 0.5 * cpu(read), read
+
+
+def test_many_short_lived_threads(run_calipers, tmp_path):
+    """Threads that come and go: each lives longer than the sampling
+    interval, so each is seen, with its own kernel thread id, and all of
+    its CPU time is accounted (a new thread is credited from its birth)."""
+    prog = PROGRAMS / "many_threads.py"
+    truth_file = tmp_path / "truth.json"
+    run = run_calipers(prog, truth_file, options=["--interval", "1ms"])
+    assert run.returncode == 0, run.stderr
+    truth = json.loads(truth_file.read_text())
+    assert len(truth) == 64
+    workers = [t for t in run.profile["threads"] if not t["main"]]
+    assert len(workers) == 64
+    assert len({t["tid"] for t in workers}) == 64
+    funcs = run.functions("many_threads.py")
+    assert cpu(funcs["worker"]["total"]) == pytest.approx(sum(truth.values()), rel=0.15)

@@ -3,50 +3,50 @@
  *
  * HOW IT WORKS
  *
- * A native thread (not a Python thread, no signals) wakes at exponentially
- * distributed intervals of mean q (so ticks cannot alias with the program's
- * loops).  At each tick it:
+ * A native thread (not a Python thread, all signals blocked) wakes at
+ * exponentially distributed intervals of mean q, so the ticks form a Poisson
+ * process that cannot alias with the program's loops.  At each tick it queues
+ * a call with Py_AddPendingCall(), sets the eval breaker (pyinternals.c), then
+ * stamps the time and the main thread's CPU clock, and waits up to
+ * TAKEOVER_NS for the main thread to run the call.
  *
- *  1. records the tick time and the main thread's CPU clock, queues a call
- *     with Py_AddPendingCall() and sets the eval breaker (pyinternals.c);
- *  2. waits a short time (TAKEOVER_NS) for the main thread to run the call.
+ * The main thread runs the call at its next bytecode boundary: within
+ * microseconds if it was executing bytecode, only when the function returns
+ * if it was inside C.  The seed paper's insight, without a signal: the main
+ * thread was in native code at the tick iff it needed more than SERVICE_NS
+ * of its own CPU time to answer (CPU time, so that being preempted or
+ * waiting for the GIL does not count).  The call samples every thread while
+ * holding the GIL.
  *
- * The main thread runs the call at its next bytecode boundary.  If it was
- * executing bytecode that is within microseconds; if it was inside a C
- * function, only when the function returns.  The seed paper's insight,
- * without a signal: a delayed service means the main thread was in native
- * code at the tick, provided it was on a CPU meanwhile (its CPU clock moved
- * during the delay; otherwise it was blocked or waiting for the GIL).  The
- * call then samples every thread while holding the GIL.
- *
- * If the main thread does not answer in time (it sleeps, blocks in join() or
- * I/O, or computes in native code without the GIL), the sampler thread takes
- * the GIL itself and samples every other thread; the main thread's interval
- * is accounted when it finally runs the call, to the line it was blocked on.
+ * If the main thread does not answer in time it is blocked (sleep, join,
+ * I/O), in native code without the GIL, or in native code holding the GIL.
+ * In the first two cases the sampler thread takes the GIL itself and samples
+ * every other thread; the main thread's interval is accounted when it
+ * finally runs the call, to the line it was blocked on.  In the last case
+ * (the GIL's holder is the main thread) nobody else can run bytecode and
+ * asking for the GIL would only stall the ticks: it waits for the next tick.
  *
  * A sample of a thread credits the time since that thread's previous sample:
  *   cpu     = delta of its scheduler CPU clock (exact)
  *   system  = delta of the kernel's system-time accounting (tick granular;
  *             carried over so that it never exceeds cpu and sums correctly)
  *   waiting = wall delta - cpu (off-CPU: sleeping, blocked, waiting for GIL)
- *   user    = cpu - system, labelled Python or native:
- *     main thread: native iff the call was serviced late while on CPU;
- *     others: by what the sampler thread saw at the tick, before asking for
- *     the GIL: the thread holding the GIL runs bytecode (Python); a thread
- *     on a CPU during a short observation window without holding the GIL
- *     runs native code; a thread off-CPU (blocked, or waiting for the GIL)
- *     keeps the label of its last running state, because the CPU it used
- *     since the previous sample was spent in that state.
- * and attributes it to the innermost frame that is profiled code, and the
- * inclusive time to every profiled function on the stack.  Labelling each
- * interval by the state observed at its end is an unbiased estimator of the
- * time spent in each state because the ticks form a Poisson process
- * independent of the program (PASTA).
+ *   user    = cpu - system, split into Python and native:
+ *     main thread: all native or all Python, by the delay test above;
+ *     others: in the proportion gilwatch.c watched since the previous sample
+ *     (CPU used while holding the GIL is Python, without it native);
+ * to the innermost line of profiled code on the thread's stack, and the
+ * inclusive time to every profiled function on it.  Labelling each interval
+ * by the state observed at its end is an unbiased estimator of the time
+ * spent in each state because the ticks are independent of the program
+ * (PASTA); the per-thread totals are exact.
  *
  * LIMITATIONS
  *   - A worker thread in native code that keeps the GIL (sorted() of a big
  *     list in a worker) counts as Python; the main thread's delay test does
  *     tell that case apart.
+ *   - A line that blocks right after busy code inherits the CPU used since
+ *     the previous sample (one interval on average).
  *   - Native calls shorter than the service threshold (SERVICE_NS) in the
  *     main thread count as Python: they are interpreter overhead in practice.
  *   - From 3.11 on the eval breaker is checked only at calls, backward jumps
@@ -446,14 +446,14 @@ static int pending_call(void *arg)
     (void)arg;
     if (!atomic_load(&E.active) || getpid() != E.pid)
         return 0;
-    int64_t now = cal_clock_now_ns();
     int64_t tick = atomic_load(&E.tick_wall);
     int64_t tick_cpu = atomic_load(&E.tick_main_cpu);
     int64_t main_cpu = cal_clock_thread_cpu_sigsafe(E.main_clock);
     /* The delay in the main thread's own CPU time: immune to it being
-       preempted or waiting for the GIL meanwhile (those are not native). */
+       preempted or waiting for the GIL meanwhile (those are not native).
+       Unstamped (tick 0 or cpu -1): the call ran before the sampler had
+       finished poking, so it was prompt. */
     int64_t delay_cpu = tick && tick_cpu >= 0 && main_cpu >= tick_cpu ? main_cpu - tick_cpu : 0;
-    (void)now;
     int native = delay_cpu > SERVICE_NS;
     sample_pass(PASS_MAIN, native);
     pthread_mutex_lock(&E.mu);
