@@ -666,6 +666,10 @@ int calx_sampler_stop(void)
         sample_pass(PASS_FINAL, 0);
         cal_profile_set_wall(E.profile, cal_clock_now_ns() - E.start_wall);
         atomic_store(&E.active, 0);
+        /* The profile has its own copies of every name: let the code
+           objects go. */
+        calx_codes_clear(&E.codes);
+        Py_CLEAR(E.threading_active);
     }
     return 0;
 }
