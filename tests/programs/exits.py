@@ -2,6 +2,7 @@
 import os
 import signal
 import sys
+import time
 
 total = 0
 for i in range(300_000):
@@ -17,7 +18,10 @@ if how == "raise":
         raise ValueError("boom")
     inner()
 if how == "sigint":
+    # Python installs its SIGINT handler only when SIGINT is not ignored at
+    # start (a background job of a non-interactive shell ignores it): set it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.kill(os.getpid(), signal.SIGINT)
-    signal.pause()
+    time.sleep(5)  # KeyboardInterrupt arrives first
 if how == "keyboard":
     raise KeyboardInterrupt
