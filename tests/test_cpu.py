@@ -123,3 +123,18 @@ def test_many_short_lived_threads(run_calipers, tmp_path):
     assert len({t["tid"] for t in workers}) == 64
     funcs = run.functions("many_threads.py")
     assert cpu(funcs["worker"]["total"]) == pytest.approx(sum(truth.values()), rel=0.15)
+
+
+def test_native_threads_of_libraries_are_counted(run_calipers, tmp_path):
+    """BLAS worker threads never enter Python; their CPU still belongs to the
+    program and is credited, as native, to the line the main thread is on."""
+    prog = PROGRAMS / "blas.py"
+    truth_file = tmp_path / "truth.json"
+    run = run_calipers(prog, truth_file)
+    assert run.returncode == 0, run.stderr
+    truth = json.loads(truth_file.read_text())["process_cpu"]
+    lines = run.lines("blas.py")
+    work = [lines[line_of(prog, m)] for m in ("matmul-line", "sort-line")]
+    # process_time() counts every thread of the process over the same span.
+    assert sum(cpu(rec) for rec in work) == pytest.approx(truth, rel=0.15)
+    assert all(rec["native_s"] >= 0.6 * cpu(rec) for rec in work), work

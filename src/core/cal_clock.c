@@ -28,6 +28,11 @@ clockid_t cal_clock_thread_base(clockid_t sched_clock)
     return (clockid_t)((sched_clock & ~7) | CLOCK_PERTHREAD_);
 }
 
+clockid_t cal_clock_thread_base_for_tid(int tid)
+{
+    return (clockid_t)(((clockid_t) ~(unsigned)tid << 3) | CLOCK_PERTHREAD_);
+}
+
 int cal_clock_thread_tid(clockid_t base)
 {
     return (int)~(base >> 3);

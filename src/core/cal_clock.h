@@ -28,6 +28,11 @@ typedef struct cal_thread_times {
    (as returned by pthread_getcpuclockid). */
 clockid_t cal_clock_thread_base(clockid_t sched_clock);
 
+/* The clock base of the thread with kernel thread id `tid` (of this
+   process): lets us read threads that pthread does not know, such as
+   those a native library created with clone(). */
+clockid_t cal_clock_thread_base_for_tid(int tid);
+
 /* The kernel thread id encoded in a thread clock base. */
 int cal_clock_thread_tid(clockid_t base);
 

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LOOK_NS 1000000 /* how often the watcher looks */
 
@@ -35,6 +36,7 @@ static struct {
     PyInterpreterState *interp;
     pthread_t thread;
     int running, stopping;
+    int tid; /* the watcher's own kernel thread id */
 } W = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 int calx_gilwatch_set_threads(const void *const *ts, const clockid_t *clocks, size_t n)
@@ -93,6 +95,7 @@ static void observe(PyInterpreterState *interp)
 static void *watcher_main(void *arg)
 {
     (void)arg;
+    __atomic_store_n(&W.tid, (int)gettid(), __ATOMIC_RELAXED);
     pthread_mutex_lock(&W.mu);
     while (!W.stopping) {
         if (W.n == 0) {
@@ -133,6 +136,11 @@ void calx_gilwatch_stop(void)
     pthread_mutex_unlock(&W.mu);
     pthread_join(W.thread, NULL);
     W.running = 0;
+}
+
+int calx_gilwatch_tid(void)
+{
+    return __atomic_load_n(&W.tid, __ATOMIC_RELAXED);
 }
 
 int calx_gilwatch_take(const void *ts, int64_t min_ns, double *native_share)

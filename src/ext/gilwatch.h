@@ -41,6 +41,9 @@ void calx_gilwatch_stop(void);
    before that. */
 int calx_gilwatch_take(const void *ts, int64_t min_ns, double *native_share);
 
+/* The watcher thread's kernel thread id (0 before it runs). */
+int calx_gilwatch_tid(void);
+
 /* Forget everything (after fork, in the child). */
 void calx_gilwatch_reset(void);
 

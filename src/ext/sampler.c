@@ -60,7 +60,10 @@
 #include "gilwatch.h"
 #include "pyinternals.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -87,6 +90,17 @@ typedef struct calx_thread {
     int64_t sys_carry;
 } calx_thread;
 
+/* A thread of the process that is not a Python thread (BLAS, OpenMP or
+   other native workers): its CPU is native work done on behalf of the
+   program, credited to where the main thread is. */
+typedef struct native_thread {
+    int tid;
+    clockid_t clock;
+    uint32_t stat;
+    int seen;
+    int64_t last_cpu, last_sys, sys_carry;
+} native_thread;
+
 /* Per-pass scratch entry: one thread's clocks and where it is. */
 typedef struct pass_entry {
     size_t ti; /* index in E.threads (which may move while a pass adds) */
@@ -112,6 +126,9 @@ typedef struct engine {
     size_t pass_nfuncs, pass_funcs_cap;
     PyObject *threading_active; /* threading._active, for thread names */
     int threads_changed;        /* the registry changed since gilwatch was told */
+    native_thread *natives;
+    size_t nnatives, natives_cap;
+    int sampler_tid;            /* our own threads, never counted */
     int64_t dropped;
     int64_t start_wall;
 
@@ -307,23 +324,31 @@ static int attribute(PyThreadState *ts, pass_entry *pe)
     return 0;
 }
 
+/* The CPU and system time since the last reading, with system time carried
+   over so that it never exceeds CPU time and sums to the kernel's total. */
+static void cpu_delta(const cal_thread_times *now, int64_t *last_cpu, int64_t *last_sys,
+                      int64_t *carry, int64_t *d_cpu, int64_t *d_sys)
+{
+    *d_cpu = now->cpu_ns - *last_cpu;
+    if (*d_cpu < 0)
+        *d_cpu = 0;
+    *carry += now->system_ns - *last_sys;
+    *d_sys = *carry < *d_cpu ? *carry : *d_cpu;
+    if (*d_sys < 0)
+        *d_sys = 0;
+    *carry -= *d_sys;
+    *last_cpu = now->cpu_ns;
+    *last_sys = now->system_ns;
+}
+
 /* Credit the time since the thread's previous sample. */
 static void credit(pass_entry *pe, int64_t wall, double native_share, int samples)
 {
     calx_thread *th = &E.threads[pe->ti];
     const cal_thread_times *now = &pe->times;
-    int64_t d_wall = wall - th->last_wall;
-    int64_t d_cpu = now->cpu_ns - th->last_cpu;
-    if (d_cpu < 0)
-        d_cpu = 0;
-    th->sys_carry += now->system_ns - th->last_sys;
-    int64_t d_sys = th->sys_carry < d_cpu ? th->sys_carry : d_cpu;
-    if (d_sys < 0)
-        d_sys = 0;
-    th->sys_carry -= d_sys;
+    int64_t d_wall = wall - th->last_wall, d_cpu, d_sys;
+    cpu_delta(now, &th->last_cpu, &th->last_sys, &th->sys_carry, &d_cpu, &d_sys);
     th->last_wall = wall;
-    th->last_cpu = now->cpu_ns;
-    th->last_sys = now->system_ns;
 
     cal_times t = {0};
     int64_t user = d_cpu - d_sys;
@@ -363,6 +388,99 @@ static void publish_known(void)
     }
     free(ts);
     free(clocks);
+}
+
+static int is_python_tid(int tid)
+{
+    for (size_t i = 0; i < E.nthreads; i++)
+        if (cal_clock_thread_tid(E.threads[i].clock) == tid)
+            return 1;
+    return 0;
+}
+
+static native_thread *native_find_or_add(int tid)
+{
+    for (size_t i = 0; i < E.nnatives; i++)
+        if (E.natives[i].tid == tid)
+            return &E.natives[i];
+    if (E.nnatives == E.natives_cap) {
+        size_t cap = E.natives_cap ? E.natives_cap * 2 : 16;
+        native_thread *v = realloc(E.natives, cap * sizeof(*v));
+        if (!v)
+            return NULL;
+        E.natives = v;
+        E.natives_cap = cap;
+    }
+    uint32_t stat = cal_profile_thread(E.profile, 0, tid, 0);
+    if (stat == CAL_PROFILE_NONE)
+        return NULL;
+    char path[64], name[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, name, sizeof name - 1);
+        close(fd);
+        if (n > 0) {
+            name[n] = '\0';
+            name[strcspn(name, "\n")] = '\0';
+        }
+    }
+    if (name[0])
+        cal_profile_set_thread_name(E.profile, stat, name);
+    native_thread *nt = &E.natives[E.nnatives++];
+    memset(nt, 0, sizeof(*nt));
+    nt->tid = tid;
+    nt->clock = cal_clock_thread_base_for_tid(tid);
+    nt->stat = stat;
+    /* Counted from its birth, like a new Python thread. */
+    return nt;
+}
+
+/* Credit the CPU of every thread that is not a Python thread (and not ours)
+   as native work at the main thread's current line (main: its pass entry,
+   or NULL when it was not sampled).  Reads /proc/self/task. */
+static void sample_native_threads(const pass_entry *main)
+{
+    DIR *dir = opendir("/proc/self/task");
+    if (!dir)
+        return;
+    for (size_t i = 0; i < E.nnatives; i++)
+        E.natives[i].seen = 0;
+    int watcher = calx_gilwatch_tid();
+    struct dirent *de;
+    while ((de = readdir(dir)) != NULL) {
+        int tid = atoi(de->d_name);
+        if (tid <= 0 || tid == E.sampler_tid || tid == watcher || is_python_tid(tid))
+            continue;
+        native_thread *nt = native_find_or_add(tid);
+        cal_thread_times now;
+        if (!nt || cal_clock_thread_times_sigsafe(nt->clock, &now) != 0)
+            continue;
+        nt->seen = 1;
+        int64_t d_cpu, d_sys;
+        cpu_delta(&now, &nt->last_cpu, &nt->last_sys, &nt->sys_carry, &d_cpu, &d_sys);
+        if (d_cpu == 0)
+            continue;
+        cal_times t = {0};
+        t.native_ns = d_cpu - d_sys;
+        t.system_ns = d_sys;
+        if (!main) {
+            cal_profile_add_sample(E.profile, nt->stat, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE, &t);
+            continue;
+        }
+        if (cal_profile_add_sample(E.profile, nt->stat, main->file, main->line, main->func, &t) != 0) {
+            E.dropped++;
+            continue;
+        }
+        for (size_t k = 0; k < main->nfuncs; k++)
+            cal_profile_add_func_total(E.profile, E.pass_funcs[main->funcs_at + k], &t);
+    }
+    closedir(dir);
+    size_t k = 0;
+    for (size_t i = 0; i < E.nnatives; i++)
+        if (E.natives[i].seen)
+            E.natives[k++] = E.natives[i];
+    E.nnatives = k;
 }
 
 /* Sample every thread (PASS_SAMPLER: every thread but the main one).
@@ -434,8 +552,14 @@ static void sample_pass(enum pass_kind kind, int main_native)
     }
     for (size_t i = 0; i < n; i++)
         resolve_name(&E.threads[E.pass[i].ti]);
-    if (kind != PASS_SAMPLER)
+    if (kind != PASS_SAMPLER) {
+        const pass_entry *main = NULL;
+        for (size_t i = 0; i < n && !main; i++)
+            if (E.threads[E.pass[i].ti].is_main)
+                main = &E.pass[i];
+        sample_native_threads(main);
         registry_sweep();
+    }
     publish_known();
 }
 
@@ -480,6 +604,7 @@ static void *sampler_main(void *arg)
     cal_rand rng;
     cal_rand_seed(&rng, (uint64_t)cal_clock_now_ns() ^ ((uint64_t)getpid() << 32));
 
+    E.sampler_tid = (int)gettid();
     PyGILState_STATE gs = PyGILState_Ensure();
     E.sampler_ts = PyThreadState_Get();
     PyEval_SaveThread();

@@ -299,6 +299,7 @@ static void test_clock(void)
     CHECK(pthread_getcpuclockid(pthread_self(), &sched) == 0);
     base = cal_clock_thread_base(sched);
     CHECK(cal_clock_thread_tid(base) == (int)gettid());
+    CHECK(cal_clock_thread_base_for_tid((int)gettid()) == base);
     cal_thread_times before, after;
     CHECK(cal_clock_thread_times_sigsafe(base, &before) == 0);
     spin(NULL);
