@@ -30,7 +30,7 @@ clockid_t cal_clock_thread_base(clockid_t sched_clock)
 
 clockid_t cal_clock_thread_base_for_tid(int tid)
 {
-    return (clockid_t)(((clockid_t) ~(unsigned)tid << 3) | CLOCK_PERTHREAD_);
+    return (clockid_t)((~(unsigned)tid << 3) | CLOCK_PERTHREAD_);
 }
 
 int cal_clock_thread_tid(clockid_t base)

@@ -398,8 +398,12 @@ static int is_python_tid(int tid)
     return 0;
 }
 
-static native_thread *native_find_or_add(int tid)
+/* Find a native thread, or start following it: the first sighting only
+   takes a baseline, so a Python thread caught before its thread state is
+   ready (or after it is gone) is never mistaken for a native one. */
+static native_thread *native_find_or_add(int tid, int *is_new)
 {
+    *is_new = 0;
     for (size_t i = 0; i < E.nnatives; i++)
         if (E.natives[i].tid == tid)
             return &E.natives[i];
@@ -411,11 +415,25 @@ static native_thread *native_find_or_add(int tid)
         E.natives = v;
         E.natives_cap = cap;
     }
-    uint32_t stat = cal_profile_thread(E.profile, 0, tid, 0);
-    if (stat == CAL_PROFILE_NONE)
-        return NULL;
+    native_thread *nt = &E.natives[E.nnatives++];
+    memset(nt, 0, sizeof(*nt));
+    nt->tid = tid;
+    nt->clock = cal_clock_thread_base_for_tid(tid);
+    nt->stat = CAL_PROFILE_NONE;
+    *is_new = 1;
+    return nt;
+}
+
+/* The profile's entry for a native thread, named as the kernel names it. */
+static uint32_t native_stat(native_thread *nt)
+{
+    if (nt->stat != CAL_PROFILE_NONE)
+        return nt->stat;
+    nt->stat = cal_profile_thread(E.profile, 0, nt->tid, 0);
+    if (nt->stat == CAL_PROFILE_NONE)
+        return nt->stat;
     char path[64], name[64] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", nt->tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         ssize_t n = read(fd, name, sizeof name - 1);
@@ -426,14 +444,8 @@ static native_thread *native_find_or_add(int tid)
         }
     }
     if (name[0])
-        cal_profile_set_thread_name(E.profile, stat, name);
-    native_thread *nt = &E.natives[E.nnatives++];
-    memset(nt, 0, sizeof(*nt));
-    nt->tid = tid;
-    nt->clock = cal_clock_thread_base_for_tid(tid);
-    nt->stat = stat;
-    /* Counted from its birth, like a new Python thread. */
-    return nt;
+        cal_profile_set_thread_name(E.profile, nt->stat, name);
+    return nt->stat;
 }
 
 /* Credit the CPU of every thread that is not a Python thread (and not ours)
@@ -452,23 +464,29 @@ static void sample_native_threads(const pass_entry *main)
         int tid = atoi(de->d_name);
         if (tid <= 0 || tid == E.sampler_tid || tid == watcher || is_python_tid(tid))
             continue;
-        native_thread *nt = native_find_or_add(tid);
+        int is_new;
+        native_thread *nt = native_find_or_add(tid, &is_new);
         cal_thread_times now;
         if (!nt || cal_clock_thread_times_sigsafe(nt->clock, &now) != 0)
             continue;
         nt->seen = 1;
         int64_t d_cpu, d_sys;
         cpu_delta(&now, &nt->last_cpu, &nt->last_sys, &nt->sys_carry, &d_cpu, &d_sys);
-        if (d_cpu == 0)
+        if (is_new || d_cpu == 0)
             continue;
+        uint32_t stat = native_stat(nt);
+        if (stat == CAL_PROFILE_NONE) {
+            E.dropped++;
+            continue;
+        }
         cal_times t = {0};
         t.native_ns = d_cpu - d_sys;
         t.system_ns = d_sys;
         if (!main) {
-            cal_profile_add_sample(E.profile, nt->stat, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE, &t);
+            cal_profile_add_sample(E.profile, stat, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE, &t);
             continue;
         }
-        if (cal_profile_add_sample(E.profile, nt->stat, main->file, main->line, main->func, &t) != 0) {
+        if (cal_profile_add_sample(E.profile, stat, main->file, main->line, main->func, &t) != 0) {
             E.dropped++;
             continue;
         }
