@@ -159,6 +159,21 @@ static engine E = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- thread registry (GIL) -------------------------------------------- */
 
+/* Make room for one more element in the array *v of *cap elements holding
+   len.  Returns 0, or -1 if memory ran out (the array is unchanged). */
+static int grow_one(void **v, size_t *cap, size_t len, size_t elem)
+{
+    if (len < *cap)
+        return 0;
+    size_t n = *cap ? *cap * 2 : 16;
+    void *p = realloc(*v, n * elem);
+    if (!p)
+        return -1;
+    *v = p;
+    *cap = n;
+    return 0;
+}
+
 static calx_thread *registry_find(unsigned long ident)
 {
     for (size_t i = 0; i < E.nthreads; i++)
@@ -169,14 +184,8 @@ static calx_thread *registry_find(unsigned long ident)
 
 static calx_thread *registry_add(unsigned long ident, clockid_t clock, int baseline_now)
 {
-    if (E.nthreads == E.cap) {
-        size_t cap = E.cap ? E.cap * 2 : 16;
-        calx_thread *t = realloc(E.threads, cap * sizeof(*t));
-        if (!t)
-            return NULL;
-        E.threads = t;
-        E.cap = cap;
-    }
+    if (grow_one((void **)&E.threads, &E.cap, E.nthreads, sizeof(*E.threads)) != 0)
+        return NULL;
     int is_main = ident == E.main_ident;
     uint32_t stat = cal_profile_thread(E.profile, ident, cal_clock_thread_tid(clock), is_main);
     if (stat == CAL_PROFILE_NONE)
@@ -310,14 +319,9 @@ static int attribute(PyThreadState *ts, pass_entry *pe)
             dup = seen[k] == ci->func;
         if (dup)
             continue;
-        if (E.pass_nfuncs == E.pass_funcs_cap) {
-            size_t cap = E.pass_funcs_cap ? E.pass_funcs_cap * 2 : 256;
-            uint32_t *f = realloc(E.pass_funcs, cap * sizeof(*f));
-            if (!f)
-                return -1;
-            E.pass_funcs = f;
-            E.pass_funcs_cap = cap;
-        }
+        if (grow_one((void **)&E.pass_funcs, &E.pass_funcs_cap, E.pass_nfuncs,
+                     sizeof(*E.pass_funcs)) != 0)
+            return -1;
         E.pass_funcs[E.pass_nfuncs++] = ci->func;
         pe->nfuncs++;
     }
@@ -407,14 +411,8 @@ static native_thread *native_find_or_add(int tid, int *is_new)
     for (size_t i = 0; i < E.nnatives; i++)
         if (E.natives[i].tid == tid)
             return &E.natives[i];
-    if (E.nnatives == E.natives_cap) {
-        size_t cap = E.natives_cap ? E.natives_cap * 2 : 16;
-        native_thread *v = realloc(E.natives, cap * sizeof(*v));
-        if (!v)
-            return NULL;
-        E.natives = v;
-        E.natives_cap = cap;
-    }
+    if (grow_one((void **)&E.natives, &E.natives_cap, E.nnatives, sizeof(*E.natives)) != 0)
+        return NULL;
     native_thread *nt = &E.natives[E.nnatives++];
     memset(nt, 0, sizeof(*nt));
     nt->tid = tid;
@@ -519,15 +517,9 @@ static void sample_pass(enum pass_kind kind, int main_native)
         int is_main = (unsigned long)ts->thread_id == E.main_ident;
         if (kind == PASS_SAMPLER && is_main)
             continue;
-        if (n == E.pass_cap) {
-            size_t cap = E.pass_cap ? E.pass_cap * 2 : 16;
-            pass_entry *p = realloc(E.pass, cap * sizeof(*p));
-            if (!p) {
-                E.dropped++;
-                break;
-            }
-            E.pass = p;
-            E.pass_cap = cap;
+        if (grow_one((void **)&E.pass, &E.pass_cap, n, sizeof(*E.pass)) != 0) {
+            E.dropped++;
+            break;
         }
         pass_entry *pe = &E.pass[n];
         calx_thread *th = thread_for(ts, &pe->times);
