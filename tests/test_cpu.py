@@ -24,18 +24,23 @@ def test_python_native_split_and_shares(run_calipers, run_plain, tmp_path):
     assert run.returncode == 0, run.stderr
     truth = json.loads(truth_file.read_text())
     lines = run.lines("split.py")
+    funcs = run.functions("split.py")
+    # The program times each call, so its truth is a function's total: on
+    # 3.9 the `for` line of python_loop holds about an eighth of its time.
+    called = {"py": "python_loop", "hash": "hash_buffer", "zlib": "compress", "sort": "sort_values"}
     got = {}
-    for marker in ("py", "hash", "zlib", "sort"):
+    for marker, func in called.items():
+        got[marker] = cpu(funcs[func]["total"])
         rec = lines[line_of(prog, marker + "-line")]
-        got[marker] = cpu(rec)
+        assert cpu(rec) >= 0.75 * got[marker], (marker, rec, got[marker])
         # The Python/native split: >= 90% in the right column.  (Kernel time
         # is a third, separate column: zlib's buffers fault pages in.)
         if marker == "py":
             assert rec["python_s"] >= 0.90 * cpu(rec), (marker, rec)
         else:
             assert rec["native_s"] >= 0.90 * (rec["native_s"] + rec["python_s"]), (marker, rec)
-    # Each line's share of the time of these lines, against the share the
-    # program measured for the same work (it timed each phase itself).
+    # Each function's share of the time of these calls, against the share
+    # the program measured for the same work (it timed each call itself).
     # ... and against the shares of a run without the profiler.
     want, have, unprofiled = shares(truth), shares(got), shares(plain)
     for marker in want:
