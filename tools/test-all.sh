@@ -52,7 +52,7 @@ if command -v clang >/dev/null 2>&1; then
     for py in $pythons; do
         inc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
         v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-        run_tier "ext-clang-$v" sh -c "clang -std=c11 -fsyntax-only -Wall -Wextra -Werror -Isrc/core -I'$inc' src/ext/*.c && echo '1 passed, 0 failed'"
+        run_tier "ext-clang-$v" sh -c "clang -std=c11 -fsyntax-only -Wall -Wextra -Werror -Isrc/core -Isrc/shim -I'$inc' src/ext/*.c && echo '1 passed, 0 failed'"
     done
 else
     echo "clang not found: the clang tiers cannot run (install clang; .ci/run does)"

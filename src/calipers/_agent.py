@@ -48,7 +48,8 @@ def start(text):
     """Start profiling this process with the launcher's configuration."""
     config = decode_config(text)
     interval = float(config.get("interval") or 0.01)
-    _calipers.start(
+    alloc_mean = int(config.get("memory_interval") or 0)
+    memory = _calipers.start(
         interval,
         profile_all=bool(config.get("profile_all")),
         only=config.get("profile_only", []),
@@ -56,8 +57,12 @@ def start(text):
         library=config.get("library", []),
         self_dir=os.path.dirname(os.path.abspath(__file__)),
         cwd=config.get("cwd") or os.getcwd(),
+        alloc_mean=alloc_mean,
+        copy_mean=4 * alloc_mean,
+        threshold=max(1 << 20, 4 * alloc_mean),
     )
     _state.update(config)
+    _state["memory"] = bool(memory)
     _state["interval"] = interval
     _state["pid"] = os.getpid()
     atexit.register(_finish)
@@ -78,7 +83,7 @@ def _meta():
         "profile_all": bool(_state.get("profile_all")),
         "profile_only": _state.get("profile_only", []),
         "profile_exclude": _state.get("profile_exclude", []),
-        "cpu_only": True,
+        "cpu_only": not _state.get("memory"),
     }
 
 

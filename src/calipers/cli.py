@@ -22,8 +22,9 @@ usage: calipers run [options] script.py [args...]
        calipers --version | --help
 
 Profile a Python program: time per line and per function, split into Python,
-native, system and waiting, for every thread.  The program runs exactly as
-under `python script.py`: same arguments, output and exit status.
+native, system and waiting, for every thread; memory allocated (Python and
+native), footprint over time, likely leaks and copy volume.  The program runs
+exactly as under `python script.py`: same arguments, output and exit status.
 
 options (before the script; everything after it is the program's):
   -o, --outfile FILE        write the JSON profile to FILE
@@ -36,12 +37,20 @@ options (before the script; everything after it is the program's):
                             (or matches it, if PAT has * ? or [ in it)
   --profile-exclude PAT[,PAT]
                             never profile files matching PAT
-  --cpu-only                profile time only (no memory)
+  --cpu-only                profile time only (no memory: the allocation
+                            shim is not loaded at all)
+  --memory-interval SIZE    mean bytes between allocation samples, randomised
+                            (default 256KiB; copies: 4x that); 64k, 1M, ...
   --no-report               do not print the summary at exit
   --version                 print the version and exit
   -h, --help                print this help and exit
 """
 
+
+#: Mean bytes between allocation samples (docs/INTERNALS.md, "Memory").
+DEFAULT_MEMORY_INTERVAL = 256 << 10
+#: The shim's file, beside this module in the installed package.
+SHIM = "libcalipers_shim.so"
 
 #: CALIPERS_PYTHONPATH when the user had no PYTHONPATH (environment values
 #: cannot be unset markers, and an empty PYTHONPATH is not the same as none).
@@ -84,6 +93,25 @@ def parse_interval(text):
     return value
 
 
+def parse_size(text, option="--memory-interval"):
+    units = (("kib", 1 << 10), ("mib", 1 << 20), ("gib", 1 << 30), ("kb", 1000),
+             ("mb", 10 ** 6), ("gb", 10 ** 9), ("k", 1 << 10), ("m", 1 << 20),
+             ("g", 1 << 30), ("b", 1))
+    raw = text.strip().lower()
+    scale = 1
+    for suffix, factor in units:
+        if raw.endswith(suffix):
+            raw, scale = raw[: -len(suffix)], factor
+            break
+    try:
+        value = int(float(raw) * scale)
+    except ValueError:
+        raise UsageError("%s: not a size: %r (try 256k or 1M)" % (option, text))
+    if not (256 <= value <= 1 << 30):
+        raise UsageError("%s: %s is out of range (256 bytes to 1GiB)" % (option, text))
+    return value
+
+
 def split_patterns(text, option):
     pats = [p for p in text.split(",") if p]
     if not pats:
@@ -101,8 +129,10 @@ def parse_run(args):
         "profile_exclude": [],
         "cpu_only": False,
         "no_report": False,
+        "memory_interval": DEFAULT_MEMORY_INTERVAL,
     }
     with_value = {"-o": "outfile", "--outfile": "outfile", "--interval": "interval",
+                  "--memory-interval": "memory_interval",
                   "--profile-only": "profile_only", "--profile-exclude": "profile_exclude"}
     flags = {"--profile-all": "profile_all", "--cpu-only": "cpu_only",
              "--no-report": "no_report"}
@@ -137,6 +167,8 @@ def parse_run(args):
             key = with_value[name]
             if key == "interval":
                 opts[key] = parse_interval(value)
+            elif key == "memory_interval":
+                opts[key] = parse_size(value)
             elif key in ("profile_only", "profile_exclude"):
                 opts[key] += split_patterns(value, name)
             else:
@@ -294,12 +326,21 @@ def run(args):
         "module": target if kind == "module" else None,
         "argv": argv,
         "start_unix": repr(time.time()),
+        "memory_interval": 0 if opts["cpu_only"] else opts["memory_interval"],
     }
     env = dict(os.environ)
     boot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot")
     old = env.get("PYTHONPATH")
     env["CALIPERS_PYTHONPATH"] = NO_PYTHONPATH if old is None else old
     env["PYTHONPATH"] = boot if not old else boot + os.pathsep + old
+    if not opts["cpu_only"]:
+        shim = os.path.join(os.path.dirname(os.path.abspath(__file__)), SHIM)
+        if not os.path.exists(shim):
+            fail("the allocation shim is missing (%s); reinstall calipers or use --cpu-only"
+                 % shim, 1)
+        preload = env.get("LD_PRELOAD")
+        env["CALIPERS_LD_PRELOAD"] = NO_PYTHONPATH if preload is None else preload
+        env["LD_PRELOAD"] = shim if not preload else shim + " " + preload
     env["CALIPERS_CONFIG"] = _agent.encode_config(config)
     exe = sys.executable
     cmd = [exe] + interpreter_flags()

@@ -21,6 +21,7 @@ struct cal_profile {
     vec threads;   /* cal_thread_stat */
     cal_map thread_index; /* hash(ident, tid) -> index */
     int64_t wall_ns;
+    cal_memory memory;
 };
 
 static void *vec_push(vec *v)
@@ -53,6 +54,7 @@ cal_profile *cal_profile_new(void)
     p->lines.elem = sizeof(cal_line_stat);
     p->funcs.elem = sizeof(cal_func_stat);
     p->threads.elem = sizeof(cal_thread_stat);
+    p->memory.peak_line = CAL_PROFILE_NONE;
     return p;
 }
 
@@ -63,6 +65,8 @@ void cal_profile_free(cal_profile *p)
     for (size_t i = 0; i < p->strings.len; i++)
         free(*(char **)vec_at(&p->strings, i));
     free(p->strings.data);
+    for (size_t i = 0; i < p->lines.len; i++)
+        free(((cal_line_stat *)vec_at(&p->lines, i))->live_series);
     free(p->lines.data);
     free(p->funcs.data);
     free(p->threads.data);
@@ -199,28 +203,71 @@ int cal_profile_add_sample(cal_profile *p, uint32_t thread, uint32_t file, int32
         }
         return 0;
     }
-    uint64_t key = (uint64_t)file << 32 | (uint32_t)line;
-    uint32_t id = cal_map_get(&p->line_index, key);
-    if (id == CAL_MAP_NONE) {
-        id = (uint32_t)p->lines.len;
-        cal_line_stat *ls = vec_push(&p->lines);
-        if (!ls)
-            return -1;
-        if (cal_map_put(&p->line_index, key, id) != 0) {
-            p->lines.len--;
-            return -1;
-        }
-        ls->file = file;
-        ls->line = line;
-    }
+    uint32_t id = cal_profile_line(p, file, line, func);
+    if (id == CAL_PROFILE_NONE)
+        return -1;
     cal_line_stat *ls = vec_at(&p->lines, id);
-    ls->func = func;
     cal_times_add(&ls->t, t);
     if (func < p->funcs.len)
         cal_times_add(&((cal_func_stat *)vec_at(&p->funcs, func))->self, t);
     if (th)
         cal_times_add(&th->t, t);
     return 0;
+}
+
+uint32_t cal_profile_line(cal_profile *p, uint32_t file, int32_t line, uint32_t func)
+{
+    uint64_t key = (uint64_t)file << 32 | (uint32_t)line;
+    uint32_t id = cal_map_get(&p->line_index, key);
+    if (id == CAL_MAP_NONE) {
+        id = (uint32_t)p->lines.len;
+        cal_line_stat *ls = vec_push(&p->lines);
+        if (!ls)
+            return CAL_PROFILE_NONE;
+        if (cal_map_put(&p->line_index, key, id) != 0) {
+            p->lines.len--;
+            return CAL_PROFILE_NONE;
+        }
+        ls->file = file;
+        ls->line = line;
+    }
+    ((cal_line_stat *)vec_at(&p->lines, id))->func = func;
+    return id;
+}
+
+cal_line_stat *cal_profile_line_mut(cal_profile *p, uint32_t i)
+{
+    return i < p->lines.len ? vec_at(&p->lines, i) : NULL;
+}
+
+cal_func_stat *cal_profile_func_mut(cal_profile *p, uint32_t i)
+{
+    return i < p->funcs.len ? vec_at(&p->funcs, i) : NULL;
+}
+
+int cal_profile_line_series_add(cal_profile *p, uint32_t i, int64_t t, int64_t live)
+{
+    cal_line_stat *ls = cal_profile_line_mut(p, i);
+    if (!ls)
+        return -1;
+    if (!ls->live_series) {
+        ls->live_series = malloc(sizeof(cal_series));
+        if (!ls->live_series)
+            return -1;
+        cal_series_init(ls->live_series);
+    }
+    cal_series_add(ls->live_series, t, live);
+    return 0;
+}
+
+cal_memory *cal_profile_memory(cal_profile *p)
+{
+    return &p->memory;
+}
+
+const cal_memory *cal_profile_memory_at(const cal_profile *p)
+{
+    return &p->memory;
 }
 
 void cal_profile_add_func_total(cal_profile *p, uint32_t func, const cal_times *t)

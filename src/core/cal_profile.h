@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cal_series.h"
+
 #define CAL_PROFILE_NONE UINT32_MAX
 
 typedef struct cal_times {
@@ -28,11 +30,33 @@ typedef struct cal_times {
     int64_t samples;
 } cal_times;
 
+/* Allocation and copy volume (estimates from byte sampling, in bytes). */
+typedef struct cal_volume {
+    int64_t alloc_python; /* through Python's allocator */
+    int64_t alloc_native; /* through malloc and friends */
+    int64_t copied;       /* by memcpy/memmove */
+    int64_t samples;      /* allocation samples behind the two estimates */
+} cal_volume;
+
+/* What a line did to memory. */
+typedef struct cal_mem {
+    cal_volume vol;
+    int64_t live;           /* bytes allocated here and not freed yet (sampled) */
+    int64_t live_peak;      /* the most that ever was */
+    double footprint_sum;   /* the program's footprint, summed over the */
+    int64_t footprint_n;    /* ... samples that found this line running */
+    int64_t footprint_peak; /* the highest footprint seen while it ran */
+    int64_t leak_tracked;   /* leak detector: allocations watched ... */
+    int64_t leak_freed;     /* ... and how many of them were freed */
+} cal_mem;
+
 typedef struct cal_line_stat {
     uint32_t file; /* string id of the path */
     int32_t line;
     uint32_t func; /* the function the line was last seen in */
     cal_times t;
+    cal_mem mem;
+    cal_series *live_series; /* mem.live over time, or NULL */
 } cal_line_stat;
 
 typedef struct cal_func_stat {
@@ -41,7 +65,22 @@ typedef struct cal_func_stat {
     int32_t first_line;
     cal_times self;
     cal_times total;
+    cal_volume self_vol;
+    cal_volume total_vol;
 } cal_func_stat;
+
+/* The whole program's memory (exact counters from the shim, and what the
+   extension derived).  enabled == 0 when memory was not profiled. */
+typedef struct cal_memory {
+    int enabled;
+    int64_t alloc_mean, copy_mean, threshold; /* the sampling settings */
+    int64_t alloc_python, alloc_native, copied; /* exact totals during the run */
+    int64_t peak, peak_python;  /* highest footprint, and its Python part */
+    uint32_t peak_line;         /* line index that reached it, or NONE */
+    int64_t end_live, end_python;
+    int64_t samples, dropped;
+    cal_series footprint;       /* the footprint over time */
+} cal_memory;
 
 typedef struct cal_thread_stat {
     uint64_t ident; /* threading.get_ident() */
@@ -75,6 +114,19 @@ int cal_profile_set_thread_name(cal_profile *p, uint32_t thread, const char *nam
    On success return 0; on allocation failure return -1. */
 int cal_profile_add_sample(cal_profile *p, uint32_t thread, uint32_t file, int32_t line,
                            uint32_t func, const cal_times *t);
+
+/* Find or create the line (file, line); return its index or
+   CAL_PROFILE_NONE.  Sets the line's function to func. */
+uint32_t cal_profile_line(cal_profile *p, uint32_t file, int32_t line, uint32_t func);
+cal_line_stat *cal_profile_line_mut(cal_profile *p, uint32_t i);
+cal_func_stat *cal_profile_func_mut(cal_profile *p, uint32_t i);
+
+/* Append (t, live) to a line's live-bytes series.  0, or -1 on allocation
+   failure. */
+int cal_profile_line_series_add(cal_profile *p, uint32_t i, int64_t t, int64_t live);
+
+cal_memory *cal_profile_memory(cal_profile *p);
+const cal_memory *cal_profile_memory_at(const cal_profile *p);
 
 /* Credit `t` to the total (inclusive) time of a function. */
 void cal_profile_add_func_total(cal_profile *p, uint32_t func, const cal_times *t);

@@ -177,6 +177,250 @@ static size_t *sorted_index(const cal_profile *p, size_t n,
     return idx;
 }
 
+/* ---- memory in the JSON ------------------------------------------------ */
+
+#define TIMELINE_POINTS 100
+
+static void json_timeline(cal_json *j, const char *key, const cal_series *s)
+{
+    cal_point pts[CAL_SERIES_CAP];
+    size_t n = s ? s->n : 0;
+    if (n)
+        memcpy(pts, s->p, n * sizeof(*pts));
+    n = cal_rdp_reduce(pts, n, TIMELINE_POINTS);
+    cal_json_key(j, key);
+    cal_json_array_begin(j);
+    for (size_t i = 0; i < n; i++) {
+        cal_json_array_begin(j);
+        cal_json_seconds(j, pts[i].t);
+        cal_json_int(j, pts[i].v < 0 ? 0 : pts[i].v);
+        cal_json_array_end(j);
+    }
+    cal_json_array_end(j);
+}
+
+static void json_volume_fields(cal_json *j, const cal_volume *v)
+{
+    cal_json_key(j, "alloc_python_bytes");
+    cal_json_int(j, v->alloc_python);
+    cal_json_key(j, "alloc_native_bytes");
+    cal_json_int(j, v->alloc_native);
+    cal_json_key(j, "alloc_samples");
+    cal_json_int(j, v->samples);
+    cal_json_key(j, "copied_bytes");
+    cal_json_int(j, v->copied);
+}
+
+/* Laplace's rule of succession: the probability that the next watched
+   allocation of a line is not freed, given `freed` of `watched` were. */
+static double leak_likelihood(int64_t watched, int64_t freed)
+{
+    return (double)(watched - freed + 1) / (double)(watched + 2);
+}
+
+#define LEAK_LIKELIHOOD 0.95
+#define LEAK_LATE_GROWTH 0.25 /* of its live bytes at the end */
+
+/* The series' value at time t, interpolated (the first value before it). */
+static double series_at(const cal_series *s, int64_t t)
+{
+    if (!s || !s->n || t < s->p[0].t)
+        return 0.0;
+    for (size_t i = 1; i < s->n; i++)
+        if (s->p[i].t >= t) {
+            const cal_point *a = &s->p[i - 1], *b = &s->p[i];
+            double f = b->t > a->t ? (double)(t - a->t) / (double)(b->t - a->t) : 1.0;
+            return (double)a->v + f * (double)(b->v - a->v);
+        }
+    return (double)s->p[s->n - 1].v;
+}
+
+/* A leak: its watched allocations were (almost) never freed, and it was
+   still growing in the second half of the run (so data built once and
+   kept is not one). */
+static int is_leak(const cal_profile *p, const cal_line_stat *ls)
+{
+    if (ls->mem.leak_tracked == 0 || ls->mem.live <= 0 ||
+        leak_likelihood(ls->mem.leak_tracked, ls->mem.leak_freed) < LEAK_LIKELIHOOD)
+        return 0;
+    double mid = series_at(ls->live_series, cal_profile_wall(p) / 2);
+    double late = (double)ls->mem.live - mid;
+    return late > 0 && late >= LEAK_LATE_GROWTH * (double)ls->mem.live;
+}
+
+static double leak_rate(const cal_line_stat *ls)
+{
+    double r = ls->live_series ? cal_series_slope(ls->live_series->p, ls->live_series->n) : 0;
+    return r > 0 ? r : 0;
+}
+
+static void json_line_memory(cal_json *j, const cal_profile *p, const cal_line_stat *ls)
+{
+    cal_json_key(j, "memory");
+    if (!cal_profile_memory_at(p)->enabled) {
+        cal_json_null(j);
+        return;
+    }
+    cal_json_object_begin(j);
+    json_volume_fields(j, &ls->mem.vol);
+    /* Copy volume per second of the line's own time. */
+    int64_t ns = cal_times_all(&ls->t);
+    cal_json_key(j, "copy_mb_per_s");
+    cal_json_fixed(j, ns > 0 ? (double)ls->mem.vol.copied / 1e6 / ((double)ns / 1e9) : 0.0, 3);
+    cal_json_key(j, "live_peak_bytes");
+    cal_json_int(j, ls->mem.live_peak);
+    cal_json_key(j, "live_end_bytes");
+    cal_json_int(j, ls->mem.live > 0 ? ls->mem.live : 0);
+    cal_json_key(j, "footprint_avg_bytes");
+    cal_json_int(j, ls->mem.footprint_n ? (int64_t)(ls->mem.footprint_sum / (double)ls->mem.footprint_n) : 0);
+    cal_json_key(j, "footprint_peak_bytes");
+    cal_json_int(j, ls->mem.footprint_peak);
+    cal_json_key(j, "leak_watched");
+    cal_json_int(j, ls->mem.leak_tracked);
+    cal_json_key(j, "leak_freed");
+    cal_json_int(j, ls->mem.leak_freed);
+    json_timeline(j, "timeline", ls->live_series);
+    cal_json_object_end(j);
+}
+
+static void json_func_memory(cal_json *j, const cal_profile *p, const cal_func_stat *fs)
+{
+    cal_json_key(j, "memory");
+    if (!cal_profile_memory_at(p)->enabled) {
+        cal_json_null(j);
+        return;
+    }
+    cal_json_object_begin(j);
+    cal_json_key(j, "self");
+    cal_json_object_begin(j);
+    json_volume_fields(j, &fs->self_vol);
+    cal_json_object_end(j);
+    cal_json_key(j, "total");
+    cal_json_object_begin(j);
+    json_volume_fields(j, &fs->total_vol);
+    cal_json_object_end(j);
+    cal_json_object_end(j);
+}
+
+static void json_line_ref(cal_json *j, const char *key, const cal_profile *p, uint32_t li)
+{
+    cal_json_key(j, key);
+    const cal_line_stat *ls = li < cal_profile_nlines(p) ? cal_profile_line_at(p, li) : NULL;
+    if (!ls) {
+        cal_json_null(j);
+        return;
+    }
+    cal_json_object_begin(j);
+    cal_json_key(j, "path");
+    cal_json_string(j, cal_profile_string_at(p, ls->file));
+    cal_json_key(j, "line");
+    cal_json_int(j, ls->line);
+    cal_json_key(j, "function");
+    if (ls->func < cal_profile_nfuncs(p))
+        cal_json_string(j, cal_profile_string_at(p, cal_profile_func_at(p, ls->func)->name));
+    else
+        cal_json_null(j);
+    cal_json_object_end(j);
+}
+
+static void json_memory_summary(cal_json *j, const cal_profile *p)
+{
+    const cal_memory *mem = cal_profile_memory_at(p);
+    cal_json_key(j, "memory");
+    if (!mem->enabled) {
+        cal_json_null(j);
+        return;
+    }
+    cal_json_object_begin(j);
+    cal_json_key(j, "allocated_python_bytes");
+    cal_json_int(j, mem->alloc_python);
+    cal_json_key(j, "allocated_native_bytes");
+    cal_json_int(j, mem->alloc_native);
+    cal_json_key(j, "copied_bytes");
+    cal_json_int(j, mem->copied);
+    cal_json_key(j, "peak_bytes");
+    cal_json_int(j, mem->peak);
+    cal_json_key(j, "peak_python_fraction");
+    cal_json_fixed(j, mem->peak > 0 ? (double)mem->peak_python / (double)mem->peak : 0.0, 3);
+    json_line_ref(j, "peak_line", p, mem->peak_line);
+    cal_json_key(j, "end_bytes");
+    cal_json_int(j, mem->end_live);
+    cal_json_key(j, "end_python_fraction");
+    cal_json_fixed(j, mem->end_live > 0 ? (double)mem->end_python / (double)mem->end_live : 0.0, 3);
+    cal_json_key(j, "growth_bytes_per_s");
+    cal_json_fixed(j, cal_series_slope(mem->footprint.p, mem->footprint.n), 0);
+    cal_json_key(j, "samples");
+    cal_json_int(j, mem->samples);
+    cal_json_key(j, "dropped_samples");
+    cal_json_int(j, mem->dropped);
+    json_timeline(j, "timeline", &mem->footprint);
+    cal_json_object_end(j);
+}
+
+static int cmp_leak(const void *a, const void *b, void *ctx)
+{
+    const cal_profile *p = ctx;
+    const cal_line_stat *x = cal_profile_line_at(p, *(const size_t *)a);
+    const cal_line_stat *y = cal_profile_line_at(p, *(const size_t *)b);
+    double lx = leak_likelihood(x->mem.leak_tracked, x->mem.leak_freed);
+    double ly = leak_likelihood(y->mem.leak_tracked, y->mem.leak_freed);
+    if (lx != ly)
+        return lx < ly ? 1 : -1;
+    return cmp_line(a, b, ctx);
+}
+
+/* The lines reported as leaking, most likely first; *n is their count. */
+static size_t *leak_index(const cal_profile *p, size_t *n)
+{
+    size_t nl = cal_profile_nlines(p), k = 0;
+    *n = 0;
+    if (!cal_profile_memory_at(p)->enabled)
+        return NULL;
+    size_t *idx = malloc((nl ? nl : 1) * sizeof(*idx));
+    if (!idx)
+        return NULL;
+    for (size_t i = 0; i < nl; i++)
+        if (is_leak(p, cal_profile_line_at(p, i)))
+            idx[k++] = i;
+    qsort_r(idx, k, sizeof(*idx), cmp_leak, (void *)p);
+    *n = k;
+    return idx;
+}
+
+static void json_leaks(cal_json *j, const cal_profile *p)
+{
+    cal_json_key(j, "leaks");
+    cal_json_array_begin(j);
+    size_t n;
+    size_t *idx = leak_index(p, &n);
+    for (size_t k = 0; k < n; k++) {
+        const cal_line_stat *ls = cal_profile_line_at(p, idx[k]);
+        cal_json_object_begin(j);
+        cal_json_key(j, "path");
+        cal_json_string(j, cal_profile_string_at(p, ls->file));
+        cal_json_key(j, "line");
+        cal_json_int(j, ls->line);
+        cal_json_key(j, "function");
+        if (ls->func < cal_profile_nfuncs(p))
+            cal_json_string(j, cal_profile_string_at(p, cal_profile_func_at(p, ls->func)->name));
+        else
+            cal_json_null(j);
+        cal_json_key(j, "likelihood");
+        cal_json_fixed(j, leak_likelihood(ls->mem.leak_tracked, ls->mem.leak_freed), 3);
+        cal_json_key(j, "rate_bytes_per_s");
+        cal_json_fixed(j, leak_rate(ls), 0);
+        cal_json_key(j, "live_end_bytes");
+        cal_json_int(j, ls->mem.live);
+        cal_json_key(j, "watched");
+        cal_json_int(j, ls->mem.leak_tracked);
+        cal_json_key(j, "freed");
+        cal_json_int(j, ls->mem.leak_freed);
+        cal_json_object_end(j);
+    }
+    free(idx);
+    cal_json_array_end(j);
+}
+
 static void json_files(cal_json *j, const cal_profile *p)
 {
     size_t nl = cal_profile_nlines(p), nf = cal_profile_nfuncs(p);
@@ -221,6 +465,7 @@ static void json_files(cal_json *j, const cal_profile *p)
             else
                 cal_json_null(j);
             json_times_fields(j, &ls->t);
+            json_line_memory(j, p, ls);
             cal_json_object_end(j);
         }
         cal_json_array_end(j);
@@ -235,6 +480,7 @@ static void json_files(cal_json *j, const cal_profile *p)
             cal_json_int(j, fs->first_line);
             json_times_object(j, "self", &fs->self);
             json_times_object(j, "total", &fs->total);
+            json_func_memory(j, p, fs);
             cal_json_object_end(j);
         }
         cal_json_array_end(j);
@@ -286,6 +532,13 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
     json_string_array(&j, "profile_exclude", m->profile_exclude, m->nprofile_exclude);
     cal_json_key(&j, "cpu_only");
     cal_json_bool(&j, m->cpu_only);
+    const cal_memory *mem = cal_profile_memory_at(p);
+    cal_json_key(&j, "memory_interval_bytes");
+    cal_json_int(&j, mem->enabled ? mem->alloc_mean : 0);
+    cal_json_key(&j, "copy_interval_bytes");
+    cal_json_int(&j, mem->enabled ? mem->copy_mean : 0);
+    cal_json_key(&j, "footprint_threshold_bytes");
+    cal_json_int(&j, mem->enabled ? mem->threshold : 0);
     cal_json_object_end(&j);
 
     cal_json_key(&j, "summary");
@@ -298,6 +551,7 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
     json_times_object(&j, "unattributed", &t.unattributed);
     cal_json_key(&j, "dropped_samples");
     cal_json_int(&j, m->dropped);
+    json_memory_summary(&j, p);
     cal_json_object_end(&j);
 
     cal_json_key(&j, "threads");
@@ -323,6 +577,7 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
     cal_json_array_end(&j);
 
     json_files(&j, p);
+    json_leaks(&j, p);
 
     cal_buf notes;
     cal_buf_init(&notes);

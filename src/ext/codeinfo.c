@@ -130,6 +130,12 @@ void calx_filter_free(calx_filter *f)
     memset(f, 0, sizeof(*f));
 }
 
+const calx_code *calx_codes_find(const calx_codes *c, const void *code)
+{
+    uint32_t id = cal_map_get(&c->index, (uint64_t)(uintptr_t)code);
+    return id == CAL_MAP_NONE ? NULL : &c->entries[id];
+}
+
 #define NAME_MAX_BYTES 4096
 
 const calx_code *calx_codes_get(calx_codes *c, const calx_filter *f, cal_profile *p,

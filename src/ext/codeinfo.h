@@ -50,6 +50,10 @@ void calx_codes_clear(calx_codes *c);
 const calx_code *calx_codes_get(calx_codes *c, const calx_filter *f, cal_profile *p,
                                 PyCodeObject *code);
 
+/* The cached answer for `code`, or NULL if it was never seen.  Never
+   dereferences `code`: safe with a pointer that may be stale. */
+const calx_code *calx_codes_find(const calx_codes *c, const void *code);
+
 /* Does the filter profile a file with this (absolute, UTF-8) path? */
 int calx_filter_match(const calx_filter *f, const char *path);
 void calx_filter_free(calx_filter *f);

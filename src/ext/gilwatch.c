@@ -1,5 +1,6 @@
 /* gilwatch — see gilwatch.h. */
 #include "gilwatch.h"
+#include "memory.h"
 
 #include "cal_clock.h"
 #include "pyinternals.h"
@@ -95,6 +96,7 @@ static void observe(PyInterpreterState *interp)
 static void *watcher_main(void *arg)
 {
     (void)arg;
+    (void)calx_memory_guard_enter(); /* what this thread allocates is ours */
     __atomic_store_n(&W.tid, (int)gettid(), __ATOMIC_RELAXED);
     pthread_mutex_lock(&W.mu);
     while (!W.stopping) {

@@ -11,6 +11,7 @@
 #include "cal_buf.h"
 #include "cal_report.h"
 #include "codeinfo.h"
+#include "memory.h"
 #include "sampler.h"
 
 #include <errno.h>
@@ -65,21 +66,30 @@ static char *opt_strdup(const char *s)
 }
 
 PyDoc_STRVAR(start_doc,
-"start(interval, profile_all, only, exclude, library, self_dir, cwd)\n\n"
-"Start the CPU sampler.  interval is the mean sampling interval in seconds.");
+"start(interval, profile_all, only, exclude, library, self_dir, cwd,\n"
+"      alloc_mean=0, copy_mean=0, threshold=0)\n\n"
+"Start the CPU sampler.  interval is the mean sampling interval in seconds.\n"
+"With alloc_mean > 0 (bytes between allocation samples) also profile\n"
+"memory, if the shim is loaded.  Returns whether memory is profiled.");
 
 static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"interval", "profile_all", "only", "exclude", "library",
-                             "self_dir", "cwd", NULL};
+                             "self_dir", "cwd", "alloc_mean", "copy_mean", "threshold", NULL};
     double interval;
     int profile_all = 0;
     PyObject *only = NULL, *exclude = NULL, *library = NULL;
     const char *self_dir = NULL, *cwd = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "d|pOOOzz", kwlist, &interval, &profile_all,
-                                     &only, &exclude, &library, &self_dir, &cwd))
+    long long alloc_mean = 0, copy_mean = 0, threshold = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "d|pOOOzzLLL", kwlist, &interval, &profile_all,
+                                     &only, &exclude, &library, &self_dir, &cwd, &alloc_mean,
+                                     &copy_mean, &threshold))
         return NULL;
+    if (alloc_mean < 0 || copy_mean < 0 || threshold < 0) {
+        PyErr_SetString(PyExc_ValueError, "sampling sizes must not be negative");
+        return NULL;
+    }
     if (!(interval > 0) || interval > 60) {
         PyErr_SetString(PyExc_ValueError, "interval must be in (0, 60] seconds");
         return NULL;
@@ -93,11 +103,20 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     }
     f.self_dir = opt_strdup(self_dir);
     f.cwd = opt_strdup(cwd);
+    int guard = calx_memory_guard_enter();
     int rc = calx_sampler_start((int64_t)(interval * 1e9), &f);
     calx_filter_free(&f); /* empty if the sampler took it */
+    calx_memory_guard_leave(guard);
     if (rc != 0)
         return NULL;
-    Py_RETURN_NONE;
+    if (alloc_mean == 0 || !calx_memory_available())
+        Py_RETURN_FALSE;
+    calx_memory_config mc = {alloc_mean, copy_mean, threshold ? threshold : 1 << 20};
+    if (calx_memory_start(&mc, calx_sampler_profile()) != 0) {
+        calx_sampler_stop();
+        return NULL;
+    }
+    Py_RETURN_TRUE;
 }
 
 static PyObject *py_stop(PyObject *self, PyObject *noargs)

@@ -26,7 +26,14 @@
 #include "internal/pycore_gil.h"
 #if PY_VERSION_HEX >= 0x030C0000
 #include "internal/pycore_pystate.h"
+#include "internal/pycore_obmalloc.h"   /* _PyObject_DebugMallocStats */
+#elif PY_VERSION_HEX >= 0x030B0000
+#include "internal/pycore_pymem.h"      /* _PyObject_DebugMallocStats */
 #endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #if PY_VERSION_HEX >= 0x030B0000
 static int frame_line(_PyInterpreterFrame *f, PyCodeObject *code)
@@ -125,4 +132,44 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
         return NULL;
     return (PyThreadState *)_Py_atomic_load_relaxed(&gil->last_holder);
 #endif
+}
+
+PyThreadState *calx_current_if_gil_held(void)
+{
+    PyThreadState *mine = PyGILState_GetThisThreadState();
+    if (!mine)
+        return NULL;
+    /* 3.9-3.11: the runtime's current thread state, which only the GIL's
+       holder sets (to itself) and clears before it lets go.  3.12+: this
+       thread's attached thread state, NULL while it is detached. */
+#if PY_VERSION_HEX >= 0x030D0000
+    PyThreadState *cur = PyThreadState_GetUnchecked();
+#else
+    PyThreadState *cur = _PyThreadState_UncheckedGet();
+#endif
+    return cur == mine ? mine : NULL;
+}
+
+int64_t calx_pymalloc_arena_bytes(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out)
+        return 0;
+    int have = _PyObject_DebugMallocStats(out);
+    fclose(out);
+    int64_t bytes = 0;
+    /* "N arenas * M bytes/arena = X,XXX,XXX" (0 when pymalloc is off). */
+    const char *at = have && text ? strstr(text, " bytes/arena") : NULL;
+    if (at && (at = strchr(at, '='))) {
+        for (at++; *at; at++) {
+            if (*at >= '0' && *at <= '9')
+                bytes = bytes * 10 + (*at - '0');
+            else if (*at != ',' && *at != ' ')
+                break;
+        }
+    }
+    free(text);
+    return bytes;
 }

@@ -43,4 +43,12 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp);
    Callable without the GIL; async-signal-safe. */
 void calx_poke_main_thread_sigsafe(void);
 
+/* This thread's thread state if it holds the GIL, else NULL.  Safe without
+   the GIL and inside an allocator hook. */
+PyThreadState *calx_current_if_gil_held(void);
+
+/* Bytes of pymalloc arenas allocated right now (0 without pymalloc).
+   Caller holds the GIL. */
+int64_t calx_pymalloc_arena_bytes(void);
+
 #endif

@@ -58,6 +58,7 @@
 #include "cal_clock.h"
 #include "cal_rand.h"
 #include "gilwatch.h"
+#include "memory.h"
 #include "pyinternals.h"
 
 #include <dirent.h>
@@ -328,6 +329,67 @@ static int attribute(PyThreadState *ts, pass_entry *pe)
     return 0;
 }
 
+/* ---- attribution for the memory engine (GIL) ---------------------------- */
+
+#define WHERE_FUNCS 256
+
+static calx_frame where_frames[MAX_FRAMES];
+static uint32_t where_funcs[WHERE_FUNCS];
+
+static void where_add(calx_where *w, const calx_code *ci, int line)
+{
+    if (!ci->profiled)
+        return;
+    if (w->file == CAL_PROFILE_NONE) {
+        w->file = ci->file;
+        w->func = ci->func;
+        w->line = line;
+    }
+    for (size_t k = 0; k < w->nfuncs; k++)
+        if (where_funcs[k] == ci->func)
+            return;
+    if (w->nfuncs < WHERE_FUNCS)
+        where_funcs[w->nfuncs++] = ci->func;
+}
+
+static void where_init(calx_where *w)
+{
+    w->file = w->func = CAL_PROFILE_NONE;
+    w->line = 0;
+    w->funcs = where_funcs;
+    w->nfuncs = 0;
+}
+
+int calx_sampler_where(PyThreadState *ts, calx_where *w)
+{
+    where_init(w);
+    if (!E.profile)
+        return -1;
+    int n = calx_thread_frames(ts, where_frames, MAX_FRAMES);
+    for (int i = 0; i < n; i++) {
+        const calx_code *ci = calx_codes_get(&E.codes, &E.filter, E.profile, where_frames[i].code);
+        if (!ci)
+            return -1;
+        where_add(w, ci, where_frames[i].line);
+    }
+    return 0;
+}
+
+void calx_sampler_where_cached(const calx_frame *frames, int n, calx_where *w)
+{
+    where_init(w);
+    for (int i = 0; i < n; i++) {
+        const calx_code *ci = calx_codes_find(&E.codes, frames[i].code);
+        if (ci)
+            where_add(w, ci, frames[i].line);
+    }
+}
+
+int64_t calx_sampler_elapsed_ns(void)
+{
+    return cal_clock_now_ns() - E.start_wall;
+}
+
 /* The CPU and system time since the last reading, with system time carried
    over so that it never exceeds CPU time and sums to the kernel's total. */
 static void cpu_delta(const cal_thread_times *now, int64_t *last_cpu, int64_t *last_sys,
@@ -343,6 +405,25 @@ static void cpu_delta(const cal_thread_times *now, int64_t *last_cpu, int64_t *l
     *carry -= *d_sys;
     *last_cpu = now->cpu_ns;
     *last_sys = now->system_ns;
+}
+
+/* The program's footprint when the current pass began (-1: memory is not
+   profiled).  GIL. */
+static int64_t pass_footprint = -1;
+
+/* The footprint a sample found a line running at: its average and peak. */
+static void observe_footprint(const pass_entry *pe)
+{
+    if (pass_footprint < 0 || pe->file == CAL_PROFILE_NONE)
+        return;
+    uint32_t li = cal_profile_line(E.profile, pe->file, pe->line, pe->func);
+    cal_line_stat *ls = cal_profile_line_mut(E.profile, li);
+    if (!ls)
+        return;
+    ls->mem.footprint_sum += (double)pass_footprint;
+    ls->mem.footprint_n++;
+    if (pass_footprint > ls->mem.footprint_peak)
+        ls->mem.footprint_peak = pass_footprint;
 }
 
 /* Credit the time since the thread's previous sample. */
@@ -368,6 +449,8 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     }
     for (size_t k = 0; k < pe->nfuncs; k++)
         cal_profile_add_func_total(E.profile, E.pass_funcs[pe->funcs_at + k], &t);
+    if (samples)
+        observe_footprint(pe);
 }
 
 /* Tell gilwatch which threads to watch, all but the main one, when that
@@ -503,6 +586,7 @@ static void sample_native_threads(const pass_entry *main)
    main_native says how to label the main thread's user time. */
 static void sample_pass(enum pass_kind kind, int main_native)
 {
+    pass_footprint = calx_memory_pass();
     int64_t wall = cal_clock_now_ns();
     size_t n = 0;
     E.pass_nfuncs = 0;
@@ -589,7 +673,9 @@ static int pending_call(void *arg)
        finished poking, so it was prompt. */
     int64_t delay_cpu = tick && tick_cpu >= 0 && main_cpu >= tick_cpu ? main_cpu - tick_cpu : 0;
     int native = delay_cpu > SERVICE_NS;
+    int guard = calx_memory_guard_enter();
     sample_pass(PASS_MAIN, native);
+    calx_memory_guard_leave(guard);
     pthread_mutex_lock(&E.mu);
     atomic_store(&E.call_queued, 0);
     atomic_fetch_add(&E.served, 1);
@@ -615,6 +701,8 @@ static void *sampler_main(void *arg)
     cal_rand_seed(&rng, (uint64_t)cal_clock_now_ns() ^ ((uint64_t)getpid() << 32));
 
     E.sampler_tid = (int)gettid();
+    /* Everything this thread allocates is the profiler's own. */
+    (void)calx_memory_guard_enter();
     PyGILState_STATE gs = PyGILState_Ensure();
     E.sampler_ts = PyThreadState_Get();
     PyEval_SaveThread();
@@ -693,6 +781,7 @@ static void after_fork_child(void)
     atomic_store(&E.active, 0);
     E.thread_started = 0;
     calx_gilwatch_reset();
+    calx_memory_after_fork_child();
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     E.mu = fresh;
     pthread_cond_init(&E.cv, NULL);
@@ -786,6 +875,7 @@ int calx_sampler_stop(void)
 {
     if (!E.profile || getpid() != E.pid)
         return 0;
+    int guard = calx_memory_guard_enter();
     if (E.thread_started) {
         pthread_mutex_lock(&E.mu);
         atomic_store(&E.stopping, 1);
@@ -798,6 +888,7 @@ int calx_sampler_stop(void)
         E.thread_started = 0;
     }
     if (atomic_load(&E.active)) {
+        calx_memory_stop();
         sample_pass(PASS_FINAL, 0);
         cal_profile_set_wall(E.profile, cal_clock_now_ns() - E.start_wall);
         atomic_store(&E.active, 0);
@@ -806,6 +897,7 @@ int calx_sampler_stop(void)
         calx_codes_clear(&E.codes);
         Py_CLEAR(E.threading_active);
     }
+    calx_memory_guard_leave(guard);
     return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "cal_profile.h"
 #include "codeinfo.h"
+#include "pyinternals.h"
 
 /* Start sampling every `interval_ns` on average.  Takes ownership of the
    filter.  Caller holds the GIL (and is the main thread).  On success return
@@ -26,6 +27,28 @@ int calx_sampler_stop(void);
 
 /* Is a profile being collected by this process (not a forked child)? */
 int calx_sampler_running(void);
+
+/* Where a thread is, for the memory engine: the innermost profiled line and
+   the profiled functions on the stack (once each).  file == func ==
+   CAL_PROFILE_NONE when no profiled code is on it. */
+typedef struct calx_where {
+    uint32_t file, func;
+    int32_t line;
+    const uint32_t *funcs; /* valid until the next call */
+    size_t nfuncs;
+} calx_where;
+
+/* Where thread `ts` is.  Caller holds the GIL and is `ts` or has it
+   stopped.  0, or -1 on allocation failure. */
+int calx_sampler_where(PyThreadState *ts, calx_where *w);
+
+/* The same from frames captured earlier, whose code objects may be gone:
+   only code objects the sampler has cached (and so kept alive) are used.
+   Caller holds the GIL. */
+void calx_sampler_where_cached(const calx_frame *frames, int n, calx_where *w);
+
+/* Nanoseconds since the profile started. */
+int64_t calx_sampler_elapsed_ns(void);
 
 /* The profile collected so far (owned by the engine; GIL held). */
 cal_profile *calx_sampler_profile(void);

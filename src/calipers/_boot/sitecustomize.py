@@ -5,7 +5,7 @@ interpreter on the user's program, so the program runs exactly as under
 ``python script.py`` (its own ``__main__``, ``sys.argv``, tracebacks and exit
 status) while the engine starts before the first line of it.  This module
 undoes every trace of that: it removes its directory from ``sys.path``,
-restores PYTHONPATH, removes the calipers variables from the environment, and
+restores PYTHONPATH and LD_PRELOAD, removes the calipers variables from the environment, and
 then imports the user's own ``sitecustomize`` if there is one.
 """
 
@@ -21,6 +21,13 @@ def _calipers_boot():
         os.environ.pop("PYTHONPATH", None)
     else:
         os.environ["PYTHONPATH"] = saved
+    # The allocation shim stays loaded in this process; children get the
+    # user's LD_PRELOAD back.
+    preload = os.environ.pop("CALIPERS_LD_PRELOAD", None)
+    if preload == "\x1f":
+        os.environ.pop("LD_PRELOAD", None)
+    elif preload is not None:
+        os.environ["LD_PRELOAD"] = preload
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     sys.path_importer_cache.pop(here, None)
 

@@ -1,0 +1,557 @@
+/*
+ * memory — see memory.h.
+ *
+ * HOW IT WORKS
+ *
+ * The shim (src/shim/shim.c) counts every byte exactly and samples a few
+ * allocations (cal_bsamp.h: each sample stands for `weight` bytes, an
+ * unbiased estimate).  For each sampled allocation this engine finds the
+ * allocating thread's innermost profiled line and credits the weight to
+ * the line's allocated bytes (Python or native) and to every profiled
+ * function on the stack; the line's "live" bytes grow by the weight and
+ * shrink by it when the shim reports the block freed, giving an unbiased
+ * estimate of the memory each line holds at any moment, its peak, and what
+ * it still holds at the end.  Copies are sampled the same way.
+ *
+ * Every `threshold` bytes of footprint change (the seed paper's threshold
+ * sampling) the shim calls back: the point goes on the footprint timeline,
+ * the running line's footprint peak is raised, and when the footprint is
+ * above every earlier event the line is the program's peak line and the
+ * leak detector takes a step.  Each CPU sample pass adds a timeline point
+ * too, and credits the current footprint to the lines it finds running
+ * (their average and peak footprint).
+ *
+ * LEAKS (seed paper 000, section 3.4, with two changes).  Each time the
+ * footprint rises by a threshold the detector watches one allocation: when
+ * it is freed the line it came from scores a free.  A line's leak likelihood is
+ * Laplace's rule of succession over its watched allocations: the
+ * probability that the next one is not freed, (unfreed + 1) / (watched + 2).
+ * The seed watches the allocation that crossed the threshold; we watch the
+ * most recent sampled allocation that is still alive and was made before
+ * the previous peak, i.e. one that already survived a whole growth step.
+ * Churn (allocate, free) at a busy line then never gets watched, while
+ * with the seed's choice it takes most of the watches (it allocates most
+ * of the bytes), so a slow leak next to heavy churn needs far longer to be
+ * seen.  And the seed steps only at new all-time peaks, so a leak that
+ * starts after a larger transient peak is never watched at all; stepping
+ * at every rising threshold crossing sees it.  Reported (by the writer,
+ * cal_report.c) at >= 95% when the line's live bytes still grew in the
+ * second half of the run, with its leak rate (the slope of its live
+ * bytes): data that is built once and then kept is not a leak.
+ *
+ * LIMITATIONS
+ *   - A sampled allocation made by a thread without the GIL is attributed
+ *     through the code objects the CPU sampler has already seen (the thread's
+ *     stack is copied, but a code object we never saw may be gone by the
+ *     time the GIL is ours); it is credited but not tracked until freed.
+ *   - Allocations in threads that never ran Python (no Python stack) count
+ *     in the program's totals only.
+ */
+#include "memory.h" /* Python.h first */
+
+#include "calipers_shim.h"
+#include "pyinternals.h"
+#include "sampler.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define QUEUE_CAP 4096   /* events from threads without the GIL */
+#define QUEUE_FRAMES 32  /* innermost frames kept per queued event */
+#define RECENT 256       /* recent tracked allocations (leak candidates) */
+
+enum qkind { Q_ALLOC, Q_FREE, Q_COPY, Q_FOOTPRINT };
+
+typedef struct qevent {
+    uint8_t kind, python, flags;
+    int nframes;
+    uint32_t line;   /* Q_FREE: the line index */
+    int64_t a, b;    /* alloc: weight; free: weight; copy: weight;
+                        footprint: live, live_python */
+    int64_t t;
+    calx_frame frames[QUEUE_FRAMES];
+} qevent;
+
+typedef struct recent_alloc {
+    const void *ptr;
+    uint32_t line;
+    int64_t t;
+} recent_alloc;
+
+static struct {
+    /* Set at start, read-only while attached. */
+    const cal_shim_api *api;
+    cal_profile *profile;
+    calx_memory_config config;
+    int64_t base_alloc_python, base_alloc_native, base_copied;
+
+    /* Protected by the GIL. */
+    int attached;
+    recent_alloc recent[RECENT];
+    size_t recent_next;
+    int64_t last_peak_t;
+
+    /* Protected by mu. */
+    pthread_mutex_t mu;
+    qevent *queue;
+    size_t qhead, qlen;
+    const void *watched;   /* the leak detector's allocation */
+    uint32_t watched_line;
+    atomic_int watched_freed;
+    atomic_int queued;     /* qlen, readable without mu */
+    atomic_llong dropped;
+} M = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* The originals, which the hooks call through (their ctx); static because
+   a hook someone else installed on top of ours may outlive the profile. */
+static cal_shim_pymem orig_mem, orig_obj;
+static cal_shim_arena orig_arena;
+
+_Static_assert(sizeof(cal_shim_pymem) == sizeof(PyMemAllocatorEx), "PyMemAllocatorEx layout");
+_Static_assert(sizeof(cal_shim_arena) == sizeof(PyObjectArenaAllocator),
+               "PyObjectArenaAllocator layout");
+
+static const cal_shim_api *shim(void)
+{
+    static const cal_shim_api *api;
+    static int looked;
+    if (!looked) {
+        const cal_shim_api *a = dlsym(RTLD_DEFAULT, CAL_SHIM_SYMBOL);
+        api = a && a->abi == CAL_SHIM_ABI ? a : NULL;
+        looked = 1;
+    }
+    return api;
+}
+
+int calx_memory_available(void)
+{
+    return shim() != NULL;
+}
+
+int calx_memory_guard_enter(void)
+{
+    const cal_shim_api *api = shim();
+    return api ? api->guard_enter() : 0;
+}
+
+void calx_memory_guard_leave(int previous)
+{
+    const cal_shim_api *api = shim();
+    if (api)
+        api->guard_leave(previous);
+}
+
+/* ---- crediting (GIL) ------------------------------------------------------ */
+
+static cal_line_stat *line_of(const calx_where *w, uint32_t *index)
+{
+    if (w->file == CAL_PROFILE_NONE)
+        return NULL;
+    uint32_t i = cal_profile_line(M.profile, w->file, w->line, w->func);
+    if (i == CAL_PROFILE_NONE) {
+        atomic_fetch_add(&M.dropped, 1);
+        return NULL;
+    }
+    *index = i;
+    return cal_profile_line_mut(M.profile, i);
+}
+
+static void volume_add(cal_volume *v, int64_t weight, int python, int copy)
+{
+    if (copy)
+        v->copied += weight;
+    else if (python)
+        v->alloc_python += weight;
+    else
+        v->alloc_native += weight;
+    if (!copy)
+        v->samples++;
+}
+
+/* Credit a sampled allocation or copy; returns the line index + 1 to
+   track the allocation by, or 0. */
+static uint32_t credit(const calx_where *w, int64_t weight, int python, int copy, int64_t t)
+{
+    cal_memory *mem = cal_profile_memory(M.profile);
+    if (!copy)
+        mem->samples++;
+    uint32_t li;
+    cal_line_stat *ls = line_of(w, &li);
+    if (!ls)
+        return 0;
+    volume_add(&ls->mem.vol, weight, python, copy);
+    cal_func_stat *self = cal_profile_func_mut(M.profile, w->func);
+    if (self)
+        volume_add(&self->self_vol, weight, python, copy);
+    for (size_t k = 0; k < w->nfuncs; k++) {
+        cal_func_stat *f = cal_profile_func_mut(M.profile, w->funcs[k]);
+        if (f)
+            volume_add(&f->total_vol, weight, python, copy);
+    }
+    if (copy)
+        return 0;
+    ls->mem.live += weight;
+    if (ls->mem.live > ls->mem.live_peak)
+        ls->mem.live_peak = ls->mem.live;
+    if (cal_profile_line_series_add(M.profile, li, t, ls->mem.live) != 0)
+        atomic_fetch_add(&M.dropped, 1);
+    return li + 1;
+}
+
+static void freed(uint32_t li, int64_t weight, int64_t t)
+{
+    cal_line_stat *ls = cal_profile_line_mut(M.profile, li);
+    if (!ls)
+        return;
+    ls->mem.live -= weight;
+    if (cal_profile_line_series_add(M.profile, li, t, ls->mem.live) != 0)
+        atomic_fetch_add(&M.dropped, 1);
+}
+
+/* The footprint rose by a threshold: the watched allocation's fate is
+   sealed (it was counted as freed when it was); watch a new one. */
+static void leak_step(int64_t t)
+{
+    const cal_shim_api *api = M.api;
+    size_t pick = RECENT, fallback = RECENT;
+    for (size_t k = 1; k <= RECENT && pick == RECENT; k++) {
+        size_t i = (M.recent_next + RECENT - k) % RECENT;
+        const recent_alloc *r = &M.recent[i];
+        if (!r->ptr || !api->tracked(r->ptr))
+            continue;
+        if (fallback == RECENT)
+            fallback = i;
+        if (r->t < M.last_peak_t)
+            pick = i;
+    }
+    if (pick == RECENT)
+        pick = fallback;
+    M.last_peak_t = t;
+    if (pick == RECENT)
+        return;
+    const recent_alloc *r = &M.recent[pick];
+    cal_line_stat *ls = cal_profile_line_mut(M.profile, r->line);
+    if (!ls)
+        return;
+    ls->mem.leak_tracked++;
+    pthread_mutex_lock(&M.mu);
+    M.watched = r->ptr;
+    M.watched_line = r->line;
+    pthread_mutex_unlock(&M.mu);
+    M.recent[pick].ptr = NULL; /* watched once */
+}
+
+static void footprint(const calx_where *w, int64_t live, int flags, int64_t t)
+{
+    cal_memory *mem = cal_profile_memory(M.profile);
+    cal_series_add(&mem->footprint, t, live);
+    uint32_t li;
+    cal_line_stat *ls = line_of(w, &li);
+    if (ls && live > ls->mem.footprint_peak)
+        ls->mem.footprint_peak = live;
+    if (flags & CAL_SHIM_NEW_PEAK)
+        mem->peak_line = ls ? li : CAL_PROFILE_NONE;
+    if (flags & CAL_SHIM_RISING)
+        leak_step(t);
+}
+
+/* Credit the leak detector's frees, noted under mu by any thread. */
+static void settle_watched(void)
+{
+    if (!atomic_load(&M.watched_freed))
+        return;
+    cal_line_stat *ls = cal_profile_line_mut(M.profile, M.watched_line);
+    if (ls)
+        ls->mem.leak_freed++;
+    atomic_store(&M.watched_freed, 0);
+}
+
+/* Handle what threads without the GIL queued, one event at a time (the
+   handlers take mu themselves).  GIL held. */
+static void drain(void)
+{
+    if (!atomic_load_explicit(&M.queued, memory_order_relaxed) && !atomic_load(&M.watched_freed))
+        return;
+    pthread_mutex_lock(&M.mu);
+    settle_watched();
+    pthread_mutex_unlock(&M.mu);
+    for (;;) {
+        qevent e;
+        pthread_mutex_lock(&M.mu);
+        if (!M.qlen) {
+            atomic_store(&M.queued, 0);
+            pthread_mutex_unlock(&M.mu);
+            return;
+        }
+        e = M.queue[M.qhead];
+        M.qhead = (M.qhead + 1) % QUEUE_CAP;
+        M.qlen--;
+        pthread_mutex_unlock(&M.mu);
+
+        calx_where w;
+        switch (e.kind) {
+        case Q_ALLOC:
+        case Q_COPY:
+            calx_sampler_where_cached(e.frames, e.nframes, &w);
+            (void)credit(&w, e.a, e.python, e.kind == Q_COPY, e.t);
+            break;
+        case Q_FREE:
+            freed(e.line, e.a, e.t);
+            break;
+        case Q_FOOTPRINT:
+            calx_sampler_where_cached(e.frames, e.nframes, &w);
+            footprint(&w, e.a, e.flags, e.t);
+            break;
+        }
+    }
+}
+
+/* Queue an event from a thread without the GIL, with its own stack (frozen
+   while it runs without the GIL, so safe to read). */
+static void enqueue(const qevent *proto)
+{
+    pthread_mutex_lock(&M.mu);
+    if (M.qlen == QUEUE_CAP || !M.queue) {
+        pthread_mutex_unlock(&M.mu);
+        atomic_fetch_add(&M.dropped, 1);
+        return;
+    }
+    qevent *e = &M.queue[(M.qhead + M.qlen) % QUEUE_CAP];
+    *e = *proto;
+    e->nframes = 0;
+    if (proto->kind != Q_FREE) {
+        PyThreadState *mine = PyGILState_GetThisThreadState();
+        if (mine)
+            e->nframes = calx_thread_frames(mine, e->frames, QUEUE_FRAMES);
+    }
+    M.qlen++;
+    atomic_store(&M.queued, 1);
+    pthread_mutex_unlock(&M.mu);
+}
+
+/* ---- the shim's callbacks (any thread, inside the shim's guard) ------------ */
+
+static uint32_t on_alloc(void *ptr, size_t size, int64_t weight, int python)
+{
+    (void)size;
+    int64_t t = calx_sampler_elapsed_ns();
+    PyThreadState *ts = calx_current_if_gil_held();
+    if (!ts) {
+        qevent e = {.kind = Q_ALLOC, .python = (uint8_t)python, .a = weight, .t = t};
+        enqueue(&e);
+        return 0;
+    }
+    drain();
+    calx_where w;
+    if (calx_sampler_where(ts, &w) != 0) {
+        atomic_fetch_add(&M.dropped, 1);
+        return 0;
+    }
+    uint32_t cookie = credit(&w, weight, python, 0, t);
+    if (cookie) {
+        M.recent[M.recent_next] = (recent_alloc){ptr, cookie - 1, t};
+        M.recent_next = (M.recent_next + 1) % RECENT;
+    }
+    return cookie;
+}
+
+static void on_free(void *ptr, uint32_t cookie, int64_t weight)
+{
+    int64_t t = calx_sampler_elapsed_ns();
+    pthread_mutex_lock(&M.mu);
+    if (ptr == M.watched) {
+        M.watched = NULL;
+        atomic_store(&M.watched_freed, 1);
+    }
+    pthread_mutex_unlock(&M.mu);
+    if (!calx_current_if_gil_held()) {
+        qevent e = {.kind = Q_FREE, .line = cookie - 1, .a = weight, .t = t};
+        enqueue(&e);
+        return;
+    }
+    drain();
+    freed(cookie - 1, weight, t);
+}
+
+static void on_copy(int64_t weight)
+{
+    int64_t t = calx_sampler_elapsed_ns();
+    PyThreadState *ts = calx_current_if_gil_held();
+    if (!ts) {
+        qevent e = {.kind = Q_COPY, .a = weight, .t = t};
+        enqueue(&e);
+        return;
+    }
+    drain();
+    calx_where w;
+    if (calx_sampler_where(ts, &w) != 0) {
+        atomic_fetch_add(&M.dropped, 1);
+        return;
+    }
+    (void)credit(&w, weight, 0, 1, t);
+}
+
+static void on_footprint(int64_t live, int64_t live_python, int flags)
+{
+    int64_t t = calx_sampler_elapsed_ns();
+    PyThreadState *ts = calx_current_if_gil_held();
+    if (!ts) {
+        qevent e = {.kind = Q_FOOTPRINT, .flags = (uint8_t)flags, .a = live,
+                    .b = live_python, .t = t};
+        enqueue(&e);
+        return;
+    }
+    drain();
+    calx_where w;
+    if (calx_sampler_where(ts, &w) != 0) {
+        atomic_fetch_add(&M.dropped, 1);
+        return;
+    }
+    footprint(&w, live, flags, t);
+}
+
+/* ---- start, passes, stop (GIL) ------------------------------------------- */
+
+static int hooks_are_ours(void)
+{
+    PyMemAllocatorEx cur;
+    PyMem_GetAllocator(PYMEM_DOMAIN_OBJ, &cur);
+    return cur.ctx == &orig_obj;
+}
+
+int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
+{
+    const cal_shim_api *api = shim();
+    if (!api) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "calipers: the memory shim is not loaded (run the program with `calipers run`)");
+        return -1;
+    }
+    if (M.attached) {
+        PyErr_SetString(PyExc_RuntimeError, "calipers: memory profiling already started");
+        return -1;
+    }
+    int g = api->guard_enter();
+    M.api = api;
+    M.profile = profile;
+    M.config = *config;
+    M.queue = calloc(QUEUE_CAP, sizeof(qevent));
+    if (!M.queue) {
+        api->guard_leave(g);
+        PyErr_NoMemory();
+        return -1;
+    }
+    M.qhead = M.qlen = 0;
+    memset(M.recent, 0, sizeof M.recent);
+    M.recent_next = 0;
+    M.last_peak_t = 0;
+    M.watched = NULL;
+    atomic_store(&M.watched_freed, 0);
+    atomic_store(&M.queued, 0);
+    atomic_store(&M.dropped, 0);
+
+    cal_shim_counters c;
+    api->counters(&c);
+    M.base_alloc_python = c.alloc_python;
+    M.base_alloc_native = c.alloc_native;
+    M.base_copied = c.copied;
+
+    cal_memory *mem = cal_profile_memory(profile);
+    mem->enabled = 1;
+    mem->alloc_mean = config->alloc_mean;
+    mem->copy_mean = config->copy_mean;
+    mem->threshold = config->threshold;
+
+    /* Count the arenas pymalloc holds already, then hook the allocators;
+       nothing in between allocates an arena (the GIL is held and no
+       Python object is made). */
+    cal_shim_config sc = {
+        .alloc_mean = config->alloc_mean,
+        .copy_mean = config->copy_mean,
+        .threshold = config->threshold,
+        .python_baseline = calx_pymalloc_arena_bytes(),
+    };
+    cal_shim_hooks hooks = {on_alloc, on_free, on_copy, on_footprint};
+    if (api->attach(&hooks, &sc) != 0) {
+        api->guard_leave(g);
+        PyErr_SetString(PyExc_RuntimeError, "calipers: the memory shim is in use");
+        return -1;
+    }
+    PyObjectArenaAllocator arena;
+    PyObject_GetArenaAllocator((PyObjectArenaAllocator *)&orig_arena);
+    arena.ctx = &orig_arena;
+    arena.alloc = api->arena_alloc;
+    arena.free = api->arena_free;
+    PyObject_SetArenaAllocator(&arena);
+
+    PyMemAllocatorEx hook = {NULL, api->py_malloc, api->py_calloc, api->py_realloc, api->py_free};
+    PyMem_GetAllocator(PYMEM_DOMAIN_MEM, (PyMemAllocatorEx *)&orig_mem);
+    hook.ctx = &orig_mem;
+    PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &hook);
+    PyMem_GetAllocator(PYMEM_DOMAIN_OBJ, (PyMemAllocatorEx *)&orig_obj);
+    hook.ctx = &orig_obj;
+    PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, &hook);
+    M.attached = 1;
+    api->guard_leave(g);
+    return 0;
+}
+
+int64_t calx_memory_pass(void)
+{
+    if (!M.attached)
+        return -1;
+    drain();
+    cal_shim_counters c;
+    M.api->counters(&c);
+    int64_t live = c.live_native + c.live_python;
+    cal_series_add(&cal_profile_memory(M.profile)->footprint, calx_sampler_elapsed_ns(), live);
+    return live;
+}
+
+void calx_memory_stop(void)
+{
+    if (!M.attached)
+        return;
+    const cal_shim_api *api = M.api;
+    int g = api->guard_enter();
+    api->detach();
+    if (hooks_are_ours()) {
+        PyMem_SetAllocator(PYMEM_DOMAIN_MEM, (PyMemAllocatorEx *)&orig_mem);
+        PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, (PyMemAllocatorEx *)&orig_obj);
+    }
+    PyObjectArenaAllocator cur;
+    PyObject_GetArenaAllocator(&cur);
+    if (cur.ctx == &orig_arena)
+        PyObject_SetArenaAllocator((PyObjectArenaAllocator *)&orig_arena);
+    drain();
+    pthread_mutex_lock(&M.mu);
+    settle_watched();
+    pthread_mutex_unlock(&M.mu);
+
+    cal_shim_counters c;
+    api->counters(&c);
+    cal_memory *mem = cal_profile_memory(M.profile);
+    mem->alloc_python = c.alloc_python - M.base_alloc_python;
+    mem->alloc_native = c.alloc_native - M.base_alloc_native;
+    mem->copied = c.copied - M.base_copied;
+    mem->peak = c.peak;
+    mem->peak_python = c.peak_python;
+    mem->end_live = c.live_native + c.live_python;
+    mem->end_python = c.live_python;
+    mem->dropped = c.dropped + atomic_load(&M.dropped);
+    cal_series_add(&mem->footprint, calx_sampler_elapsed_ns(), mem->end_live);
+    M.attached = 0;
+    free(M.queue);
+    M.queue = NULL;
+    api->guard_leave(g);
+}
+
+void calx_memory_after_fork_child(void)
+{
+    if (M.attached && M.api) {
+        M.api->detach();
+        M.attached = 0;
+    }
+}

@@ -1,0 +1,52 @@
+/*
+ * memory — the memory engine: attaches to the preloaded shim
+ * (src/shim/calipers_shim.h), installs the PyMem and arena hooks, and turns
+ * the shim's samples into per-line and per-function memory statistics, the
+ * footprint timeline and leak scores in the profile.  See docs/INTERNALS.md,
+ * "Memory".
+ *
+ * Everything it writes into the profile is protected by the GIL.  The shim's
+ * callbacks arrive in whichever thread allocated: with the GIL they are
+ * handled at once; without it they are queued (under the engine's mutex)
+ * and handled by the next thread that holds the GIL and looks (a CPU sample
+ * pass, or the next sampled allocation).
+ */
+#ifndef CALX_MEMORY_H
+#define CALX_MEMORY_H
+
+#include <Python.h>
+
+#include "cal_profile.h"
+
+typedef struct calx_memory_config {
+    int64_t alloc_mean; /* mean bytes between allocation samples */
+    int64_t copy_mean;  /* mean bytes between copy samples */
+    int64_t threshold;  /* footprint change between timeline events */
+} calx_memory_config;
+
+/* Is the shim loaded into this process? */
+int calx_memory_available(void);
+
+/* Attach to the shim and install the hooks; the profile must exist (the
+   CPU sampler started).  Caller holds the GIL.  Returns 0, or -1 with an
+   exception set. */
+int calx_memory_start(const calx_memory_config *config, cal_profile *profile);
+
+/* Detach, remove the hooks (if nobody wrapped them since), handle what is
+   queued, and write the program's totals into the profile.  GIL held. */
+void calx_memory_stop(void);
+
+/* A CPU sample pass is starting (GIL held): handle queued events, add a
+   footprint point.  Returns the footprint now, or -1 without memory
+   profiling. */
+int64_t calx_memory_pass(void);
+
+/* The shim's recursion guard for this thread: the profiler's own work must
+   run inside it.  No-ops without the shim. */
+int calx_memory_guard_enter(void);
+void calx_memory_guard_leave(int previous);
+
+/* The process forked: the child does not profile (for now). */
+void calx_memory_after_fork_child(void);
+
+#endif

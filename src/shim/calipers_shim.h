@@ -1,0 +1,108 @@
+/*
+ * calipers_shim.h — the C API between libcalipers_shim.so (preloaded into the
+ * profiled program, no libpython) and the _calipers extension.
+ *
+ * The shim counts every allocation, free and copy of the process and samples
+ * a few of them; the extension attaches to it with a table of callbacks and
+ * receives the samples.  The extension finds the table at run time with
+ * dlsym(RTLD_DEFAULT, CAL_SHIM_SYMBOL), so it works (CPU only) when the shim
+ * is absent, and the shim works (forwarding only) when nobody attaches.
+ *
+ * Callbacks run in the thread that allocated, inside the shim's recursion
+ * guard: what they allocate goes straight to the allocator, uncounted.  They
+ * must not take the GIL, call Python code or allocate Python objects.
+ */
+#ifndef CALIPERS_SHIM_H
+#define CALIPERS_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CAL_SHIM_SYMBOL "calipers_shim_api"
+#define CAL_SHIM_ABI 1
+
+#define CAL_SHIM_RISING 1
+#define CAL_SHIM_NEW_PEAK 2
+
+/* Exact counters since the process started (live bytes and totals are
+   usable sizes for malloc'd blocks, requested sizes for Python's allocator,
+   whole arenas for pymalloc's small objects). */
+typedef struct cal_shim_counters {
+    int64_t live_native;  /* bytes allocated and not freed, by native code */
+    int64_t live_python;  /* ... by Python's allocator (arenas + large blocks) */
+    int64_t peak;         /* highest live_native + live_python */
+    int64_t peak_python;  /* live_python at that peak */
+    int64_t alloc_native; /* bytes ever allocated by native code */
+    int64_t alloc_python; /* bytes ever allocated through PyMem/PyObject */
+    int64_t copied;       /* bytes ever copied by memcpy/memmove */
+    int64_t dropped;      /* samples lost (table full, callback failed) */
+} cal_shim_counters;
+
+/* What the extension is told.  `python` is 1 for an allocation through
+   Python's allocator (PyMem_*, PyObject_*), 0 for native code's malloc.
+   `weight` is the number of bytes the sample stands for (cal_bsamp.h). */
+typedef struct cal_shim_hooks {
+    /* A sampled allocation of `size` bytes at `ptr`.  Returns a nonzero
+       cookie to track it until it is freed (handed back to `free`), or 0 not
+       to track it. */
+    uint32_t (*alloc)(void *ptr, size_t size, int64_t weight, int python);
+    /* A tracked allocation was freed (or moved by realloc). */
+    void (*free)(void *ptr, uint32_t cookie, int64_t weight);
+    /* A sampled memcpy/memmove. */
+    void (*copy)(int64_t weight);
+    /* The footprint moved by the threshold since the last call; flags:
+       CAL_SHIM_RISING when it went up, CAL_SHIM_NEW_PEAK when it is above
+       every footprint reported before. */
+    void (*footprint)(int64_t live, int64_t live_python, int flags);
+} cal_shim_hooks;
+
+/* Layouts identical to CPython's PyMemAllocatorEx and
+   PyObjectArenaAllocator, so the shim needs no Python headers. */
+typedef struct cal_shim_pymem {
+    void *ctx;
+    void *(*malloc)(void *ctx, size_t size);
+    void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
+    void *(*realloc)(void *ctx, void *ptr, size_t new_size);
+    void (*free)(void *ctx, void *ptr);
+} cal_shim_pymem;
+
+typedef struct cal_shim_arena {
+    void *ctx;
+    void *(*alloc)(void *ctx, size_t size);
+    void (*free)(void *ctx, void *ptr, size_t size);
+} cal_shim_arena;
+
+typedef struct cal_shim_config {
+    int64_t alloc_mean;   /* mean bytes between allocation samples (0: none) */
+    int64_t copy_mean;    /* mean bytes between copy samples (0: none) */
+    int64_t threshold;    /* footprint change that calls hooks.footprint */
+    int64_t python_baseline; /* pymalloc arena bytes that exist already */
+} cal_shim_config;
+
+typedef struct cal_shim_api {
+    int abi; /* CAL_SHIM_ABI */
+    /* Start sampling into `hooks` (copied).  Returns 0, or -1 if another
+       client is attached. */
+    int (*attach)(const cal_shim_hooks *hooks, const cal_shim_config *config);
+    /* Stop calling the hooks (samples in flight finish first). */
+    void (*detach)(void);
+    void (*counters)(cal_shim_counters *out);
+    /* The recursion guard of the calling thread: while it is set, this
+       thread's allocations are forwarded uncounted (the profiler's own).
+       enter returns the previous state, which leave restores. */
+    int (*guard_enter)(void);
+    void (*guard_leave)(int previous);
+    /* Is ptr a tracked (sampled, not yet freed) allocation? */
+    int (*tracked)(const void *ptr);
+    /* Hooks for PyMem_SetAllocator (ctx: a cal_shim_pymem holding the
+       original allocator) and PyObject_SetArenaAllocator (ctx: a
+       cal_shim_arena holding the original). */
+    void *(*py_malloc)(void *ctx, size_t size);
+    void *(*py_calloc)(void *ctx, size_t nelem, size_t elsize);
+    void *(*py_realloc)(void *ctx, void *ptr, size_t new_size);
+    void (*py_free)(void *ctx, void *ptr);
+    void *(*arena_alloc)(void *ctx, size_t size);
+    void (*arena_free)(void *ctx, void *ptr, size_t size);
+} cal_shim_api;
+
+#endif

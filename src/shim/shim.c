@@ -1,0 +1,852 @@
+/*
+ * libcalipers_shim.so — the allocation and copy shim, preloaded into the
+ * profiled program by `calipers run`.  No libpython, no Python headers.
+ *
+ * WHAT IT DOES
+ *
+ * Interposes malloc, calloc, realloc, reallocarray, free, posix_memalign,
+ * aligned_alloc, memalign, valloc, pvalloc, memcpy and memmove.  Each call is
+ * forwarded to the next definition (glibc's), then counted:
+ *   - live bytes, native or Python, exact (malloc_usable_size on both sides,
+ *     so frees of blocks allocated before anyone attached balance too);
+ *   - bytes allocated and copied, exact;
+ *   - a byte sampler per thread (cal_bsamp.h) picks the allocations and
+ *     copies the extension hears about, and the allocations it tracks until
+ *     they are freed;
+ *   - every THRESHOLD bytes of footprint change (the seed paper's threshold
+ *     sampling) the extension is told the new footprint.
+ * Python's own allocator reaches the shim through the PyMem/arena hooks at
+ * the end of this file, which the extension installs with ctx pointing at
+ * the original allocator.  They mark the thread "inside Python's allocator"
+ * so the malloc calls pymalloc makes underneath are counted as Python bytes
+ * and never sampled twice; no block gets a header.
+ *
+ * THE HOT ZONE (every function here)
+ *   - never allocates through the hooked functions, never takes the GIL,
+ *     never uses stdio, never calls Python;
+ *   - re-entry is guarded by an initial-exec TLS flag: while it is set (the
+ *     profiler's own work, the callbacks) calls are forwarded uncounted;
+ *   - dlsym() may allocate while the real functions are being looked up:
+ *     those requests are served from a static arena, and free() of such a
+ *     pointer is ignored;
+ *   - errno is saved around everything that is not the forwarded call;
+ *   - a failure (tracking table cannot grow, a callback fails) drops the
+ *     sample and counts it; the host's call never fails because of us;
+ *   - fork(): the one lock is taken around fork() (pthread_atfork) so the
+ *     child never inherits it held; the child keeps counting.
+ *   - in a process that is not Python (no Py_Initialize symbol) every hook
+ *     only forwards.
+ * Per-thread footprint deltas are batched (FLUSH_BYTES) to keep atomics off
+ * the common path; a thread's remainder is flushed when it exits.
+ */
+#define _GNU_SOURCE
+#include "calipers_shim.h"
+
+#include "cal_bsamp.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#define FLUSH_BYTES (256 << 10)   /* per-thread footprint batch */
+#define TOTAL_FLUSH (1 << 20)     /* per-thread batch of the exact totals */
+#define RECHECK_BYTES (1 << 20)   /* unattached: look again after this many */
+#define BOOT_ARENA (64 << 10)
+#define FILTER_BITS 18
+
+/* ---- the real functions ------------------------------------------------ */
+
+typedef struct real_fns {
+    void *(*malloc)(size_t);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void (*free)(void *);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    size_t (*usable)(void *);
+    void *(*memcpy)(void *, const void *, size_t);
+    void *(*memmove)(void *, const void *, size_t);
+} real_fns;
+
+/* Written once by resolve() (in the constructor, or by the first call if
+   that comes earlier, when the process has one thread), read-only after. */
+static real_fns R;
+static int inert;
+
+/* Requests made by dlsym() while R is being filled. */
+static _Alignas(16) char boot_arena[BOOT_ARENA];
+static atomic_size_t boot_used;
+
+/* ---- per-thread state ---------------------------------------------------- */
+
+typedef struct thread_state {
+    uint8_t guard;     /* the profiler's own call: forward uncounted */
+    uint8_t in_py;     /* inside Python's allocator (the PyMem hooks) */
+    uint8_t resolving; /* inside dlsym() during resolve() */
+    uint8_t keyed;     /* the exit destructor is registered */
+    unsigned gen;      /* attach generation the samplers were set up for */
+    cal_bsamp alloc;   /* sample points on allocated bytes */
+    cal_bsamp copy;    /* ... and on copied bytes */
+    int64_t pend_native, pend_python;        /* unflushed live deltas */
+    int64_t tot_native, tot_python, tot_copy; /* unflushed totals */
+} thread_state;
+
+static TLS thread_state T;
+
+/* ---- shared state --------------------------------------------------------- */
+
+/* Atomics; the hooks and config are written by attach() before `attached`
+   is set (release) and read after it is seen (acquire). */
+static struct {
+    _Atomic int64_t live_native, live_python, peak, peak_python;
+    _Atomic int64_t alloc_native, alloc_python, copied, dropped;
+    _Atomic int64_t last_event, event_peak;
+    atomic_int attached;
+    atomic_int inflight;   /* callbacks running */
+    atomic_uint gen;
+    cal_shim_hooks hooks;
+    cal_shim_config config;
+    pthread_key_t exit_key;
+    int have_key;
+} G;
+
+/* ---- the tracked allocations --------------------------------------------
+ * An open-addressing table of the sampled allocations not yet freed, under
+ * one spinlock.  Every free() must ask "is this pointer tracked?": a
+ * counting filter of 2^FILTER_BITS byte counters (incremented on insert,
+ * decremented on removal, sticky at 255) answers "no" without the lock for
+ * all but a few pointers.  A thread freeing p always sees p's increment: p
+ * was inserted before the program could hand p to the freeing thread. */
+
+#define KEY_EMPTY ((uintptr_t)0)
+#define KEY_GONE ((uintptr_t)1)
+
+typedef struct track_slot {
+    uintptr_t key;
+    uint32_t cookie;
+    int64_t weight;
+} track_slot;
+
+static struct {
+    atomic_flag lock;
+    track_slot *slots;
+    size_t cap, used, live; /* used counts removed slots too */
+    _Atomic uint8_t filter[1 << FILTER_BITS];
+} TT = {.lock = ATOMIC_FLAG_INIT};
+
+static inline uint64_t mix(uintptr_t p)
+{
+    return ((uint64_t)p >> 4) * 0x9E3779B97F4A7C15ull;
+}
+
+static void tt_lock(void)
+{
+    int spins = 0;
+    while (atomic_flag_test_and_set_explicit(&TT.lock, memory_order_acquire))
+        if (++spins > 64) {
+            sched_yield();
+            spins = 0;
+        }
+}
+
+static void tt_unlock(void)
+{
+    atomic_flag_clear_explicit(&TT.lock, memory_order_release);
+}
+
+static track_slot *tt_find(uintptr_t key)
+{
+    if (!TT.slots)
+        return NULL;
+    size_t mask = TT.cap - 1;
+    for (size_t i = mix(key) & mask;; i = (i + 1) & mask) {
+        if (TT.slots[i].key == key)
+            return &TT.slots[i];
+        if (TT.slots[i].key == KEY_EMPTY)
+            return NULL;
+    }
+}
+
+/* Rebuild into a table of 4x the live entries (at least 1024 slots). */
+static int tt_rehash(void)
+{
+    size_t cap = 1024;
+    while (cap < TT.live * 4)
+        cap *= 2;
+    track_slot *slots = R.calloc(cap, sizeof(*slots));
+    if (!slots)
+        return -1;
+    for (size_t i = 0; i < TT.cap; i++) {
+        uintptr_t k = TT.slots[i].key;
+        if (k == KEY_EMPTY || k == KEY_GONE)
+            continue;
+        size_t j = mix(k) & (cap - 1);
+        while (slots[j].key != KEY_EMPTY)
+            j = (j + 1) & (cap - 1);
+        slots[j] = TT.slots[i];
+    }
+    R.free(TT.slots);
+    TT.slots = slots;
+    TT.cap = cap;
+    TT.used = TT.live;
+    return 0;
+}
+
+static int tt_insert(uintptr_t key, uint32_t cookie, int64_t weight)
+{
+    int rc = -1;
+    tt_lock();
+    if ((TT.used + 1) * 2 > TT.cap && tt_rehash() != 0)
+        goto out;
+    track_slot *s = tt_find(key);
+    if (s) { /* a stale entry: the block was freed where we could not see */
+        s->cookie = cookie;
+        s->weight = weight;
+        rc = 0;
+        goto out;
+    }
+    size_t mask = TT.cap - 1, i = mix(key) & mask;
+    while (TT.slots[i].key != KEY_EMPTY && TT.slots[i].key != KEY_GONE)
+        i = (i + 1) & mask;
+    if (TT.slots[i].key == KEY_EMPTY)
+        TT.used++;
+    TT.slots[i] = (track_slot){key, cookie, weight};
+    TT.live++;
+    _Atomic uint8_t *f = &TT.filter[mix(key) >> (64 - FILTER_BITS)];
+    uint8_t c = atomic_load_explicit(f, memory_order_relaxed);
+    if (c < 255)
+        atomic_store_explicit(f, (uint8_t)(c + 1), memory_order_relaxed);
+    rc = 0;
+out:
+    tt_unlock();
+    return rc;
+}
+
+/* Remove key if tracked; returns 1 and its values if it was. */
+static int tt_remove(uintptr_t key, uint32_t *cookie, int64_t *weight)
+{
+    _Atomic uint8_t *f = &TT.filter[mix(key) >> (64 - FILTER_BITS)];
+    if (LIKELY(atomic_load_explicit(f, memory_order_relaxed) == 0))
+        return 0;
+    int found = 0;
+    tt_lock();
+    track_slot *s = tt_find(key);
+    if (s) {
+        *cookie = s->cookie;
+        *weight = s->weight;
+        s->key = KEY_GONE;
+        TT.live--;
+        uint8_t c = atomic_load_explicit(f, memory_order_relaxed);
+        if (c < 255)
+            atomic_store_explicit(f, (uint8_t)(c - 1), memory_order_relaxed);
+        found = 1;
+    }
+    tt_unlock();
+    return found;
+}
+
+static int tt_contains(uintptr_t key)
+{
+    _Atomic uint8_t *f = &TT.filter[mix(key) >> (64 - FILTER_BITS)];
+    if (atomic_load_explicit(f, memory_order_relaxed) == 0)
+        return 0;
+    tt_lock();
+    int found = tt_find(key) != NULL;
+    tt_unlock();
+    return found;
+}
+
+/* ---- callbacks ------------------------------------------------------------ */
+
+/* Enter a callback: 0 if nobody is attached.  The caller's guard is set. */
+static int hooks_enter(void)
+{
+    atomic_fetch_add(&G.inflight, 1);
+    if (atomic_load_explicit(&G.attached, memory_order_acquire))
+        return 1;
+    atomic_fetch_sub(&G.inflight, 1);
+    return 0;
+}
+
+static void hooks_leave(void)
+{
+    atomic_fetch_sub(&G.inflight, 1);
+}
+
+static void thread_exit_flush(void *arg);
+
+/* Set this thread's samplers up for the current attachment. */
+static void thread_setup(unsigned gen)
+{
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t seed = ((uint64_t)tid << 32) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)&T;
+    int on = atomic_load_explicit(&G.attached, memory_order_acquire);
+    cal_bsamp_init(&T.alloc, on ? G.config.alloc_mean : 0, seed);
+    cal_bsamp_init(&T.copy, on ? G.config.copy_mean : 0, seed * 31 + 7);
+    if (!on) {
+        T.alloc.left = RECHECK_BYTES;
+        T.copy.left = RECHECK_BYTES;
+    }
+    T.gen = gen;
+    if (!T.keyed && G.have_key) {
+        T.keyed = 1;
+        pthread_setspecific(G.exit_key, (void *)1);
+    }
+}
+
+/* The sample points in n more bytes of s (the slow path of points()). */
+static uint64_t points_slow(cal_bsamp *s)
+{
+    unsigned gen = atomic_load_explicit(&G.gen, memory_order_acquire);
+    if (T.gen != gen) {
+        thread_setup(gen); /* a fresh start: this call is not sampled */
+        return 0;
+    }
+    if (!s->mean) {
+        s->left = RECHECK_BYTES;
+        return 0;
+    }
+    return cal_bsamp_count_slow(s);
+}
+
+static inline uint64_t points(cal_bsamp *s, size_t n)
+{
+    s->left -= (int64_t)n;
+    if (LIKELY(s->left > 0))
+        return 0;
+    return points_slow(s);
+}
+
+/* ---- counting -------------------------------------------------------------- */
+
+static void flush_totals(void)
+{
+    if (T.tot_native)
+        atomic_fetch_add_explicit(&G.alloc_native, T.tot_native, memory_order_relaxed);
+    if (T.tot_python)
+        atomic_fetch_add_explicit(&G.alloc_python, T.tot_python, memory_order_relaxed);
+    if (T.tot_copy)
+        atomic_fetch_add_explicit(&G.copied, T.tot_copy, memory_order_relaxed);
+    T.tot_native = T.tot_python = T.tot_copy = 0;
+}
+
+static void flush(void)
+{
+    int64_t dn = T.pend_native, dp = T.pend_python;
+    T.pend_native = T.pend_python = 0;
+    int64_t ln = atomic_fetch_add(&G.live_native, dn) + dn;
+    int64_t lp = atomic_fetch_add(&G.live_python, dp) + dp;
+    int64_t live = ln + lp;
+    int64_t pk = atomic_load_explicit(&G.peak, memory_order_relaxed);
+    while (live > pk)
+        if (atomic_compare_exchange_weak(&G.peak, &pk, live)) {
+            atomic_store_explicit(&G.peak_python, lp, memory_order_relaxed);
+            break;
+        }
+    if (!atomic_load_explicit(&G.attached, memory_order_relaxed))
+        return;
+    int64_t last = atomic_load_explicit(&G.last_event, memory_order_relaxed);
+    int64_t moved = live > last ? live - last : last - live;
+    if (moved < G.config.threshold || !atomic_compare_exchange_strong(&G.last_event, &last, live))
+        return;
+    int flags = live > last ? CAL_SHIM_RISING : 0;
+    int64_t ep = atomic_load(&G.event_peak);
+    while (live > ep)
+        if (atomic_compare_exchange_weak(&G.event_peak, &ep, live)) {
+            flags |= CAL_SHIM_NEW_PEAK;
+            break;
+        }
+    if (hooks_enter()) {
+        G.hooks.footprint(live, lp, flags);
+        hooks_leave();
+    }
+}
+
+static inline void account(int64_t delta)
+{
+    int64_t *pend = T.in_py ? &T.pend_python : &T.pend_native;
+    *pend += delta;
+    if (UNLIKELY(*pend >= FLUSH_BYTES || *pend <= -FLUSH_BYTES)) {
+        int saved = errno;
+        uint8_t g = T.guard;
+        T.guard = 1;
+        flush();
+        T.guard = g;
+        errno = saved;
+    }
+}
+
+static void sample_alloc(void *p, size_t n, uint64_t k, int python)
+{
+    int saved = errno;
+    T.guard = 1;
+    int64_t weight = (int64_t)k * T.alloc.mean;
+    if (hooks_enter()) {
+        uint32_t cookie = G.hooks.alloc(p, n, weight, python);
+        if (cookie && tt_insert((uintptr_t)p, cookie, weight) != 0) {
+            atomic_fetch_add(&G.dropped, 1);
+            G.hooks.free(p, cookie, weight);
+        }
+        hooks_leave();
+    }
+    T.guard = 0;
+    errno = saved;
+}
+
+/* Forget p if it is tracked (before the block is released, so the address
+   cannot be handed to another thread and tracked again meanwhile). */
+static inline void untrack(void *p)
+{
+    uint32_t cookie;
+    int64_t weight;
+    if (LIKELY(!tt_remove((uintptr_t)p, &cookie, &weight)))
+        return;
+    int saved = errno;
+    T.guard = 1;
+    if (hooks_enter()) {
+        G.hooks.free(p, cookie, weight);
+        hooks_leave();
+    }
+    T.guard = 0;
+    errno = saved;
+}
+
+/* A native allocation of n bytes (requested) returned p. */
+static inline void native_alloc(void *p, size_t n)
+{
+    account((int64_t)R.usable(p));
+    if (T.in_py)
+        return; /* pymalloc's own request: counted by the Python hooks */
+    T.tot_native += (int64_t)n;
+    if (UNLIKELY(T.tot_native >= TOTAL_FLUSH))
+        flush_totals();
+    uint64_t k = points(&T.alloc, n);
+    if (UNLIKELY(k))
+        sample_alloc(p, n, k, 0);
+}
+
+static inline void native_free(void *p)
+{
+    if (!T.in_py)
+        untrack(p);
+    account(-(int64_t)R.usable(p));
+}
+
+#define COUNTING() (LIKELY(!inert) && LIKELY(!T.guard))
+
+/* ---- bootstrap ----------------------------------------------------------- */
+
+static int from_boot(const void *p)
+{
+    return (const char *)p >= boot_arena && (const char *)p < boot_arena + BOOT_ARENA;
+}
+
+static void *boot_alloc(size_t n)
+{
+    size_t need = (n + 15) & ~(size_t)15;
+    size_t at = atomic_fetch_add(&boot_used, need);
+    if (at + need > BOOT_ARENA)
+        return NULL;
+    return boot_arena + at;
+}
+
+/* Copy without calling memcpy (which may be us, not yet resolved). */
+static void *boot_copy(void *dst, const void *src, size_t n)
+{
+    volatile unsigned char *d = dst;
+    const volatile unsigned char *s = src;
+    if (d < s)
+        for (size_t i = 0; i < n; i++)
+            d[i] = s[i];
+    else
+        for (size_t i = n; i > 0; i--)
+            d[i - 1] = s[i - 1];
+    return dst;
+}
+
+static void resolve(void)
+{
+    T.resolving = 1;
+    real_fns r;
+    r.malloc = dlsym(RTLD_NEXT, "malloc");
+    r.calloc = dlsym(RTLD_NEXT, "calloc");
+    r.realloc = dlsym(RTLD_NEXT, "realloc");
+    r.free = dlsym(RTLD_NEXT, "free");
+    r.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
+    r.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
+    r.memalign = dlsym(RTLD_NEXT, "memalign");
+    r.valloc = dlsym(RTLD_NEXT, "valloc");
+    r.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
+    r.usable = dlsym(RTLD_NEXT, "malloc_usable_size");
+    r.memcpy = dlsym(RTLD_NEXT, "memcpy");
+    r.memmove = dlsym(RTLD_NEXT, "memmove");
+    T.resolving = 0;
+    if (!r.malloc || !r.calloc || !r.realloc || !r.free || !r.usable || !r.memcpy || !r.memmove)
+        _exit(127); /* no allocator to forward to: nothing can run */
+    R = r;
+}
+
+#define READY(fallback)               \
+    do {                              \
+        if (UNLIKELY(!R.malloc)) {    \
+            if (T.resolving)          \
+                return fallback;      \
+            resolve();                \
+        }                             \
+    } while (0)
+
+/* ---- the interposed functions ---------------------------------------------- */
+
+EXPORT void *malloc(size_t n)
+{
+    READY(boot_alloc(n));
+    void *p = R.malloc(n);
+    if (p && COUNTING())
+        native_alloc(p, n);
+    return p;
+}
+
+EXPORT void *calloc(size_t nelem, size_t elsize)
+{
+    READY(boot_alloc(nelem * elsize)); /* the arena is zero-initialised */
+    void *p = R.calloc(nelem, elsize);
+    if (p && COUNTING())
+        native_alloc(p, nelem * elsize);
+    return p;
+}
+
+EXPORT void free(void *p)
+{
+    if (!p || UNLIKELY(from_boot(p)))
+        return;
+    if (UNLIKELY(!R.malloc))
+        resolve(); /* not from dlsym: it frees only what it allocated */
+    if (COUNTING())
+        native_free(p);
+    R.free(p);
+}
+
+EXPORT void *realloc(void *p, size_t n)
+{
+    if (UNLIKELY(p && from_boot(p))) {
+        void *q = malloc(n);
+        size_t room = (size_t)(boot_arena + BOOT_ARENA - (char *)p);
+        if (q)
+            boot_copy(q, p, n < room ? n : room);
+        return q;
+    }
+    READY(boot_alloc(n));
+    if (!COUNTING())
+        return R.realloc(p, n);
+    if (!p) {
+        void *q = R.realloc(NULL, n);
+        if (q)
+            native_alloc(q, n);
+        return q;
+    }
+    int64_t old = (int64_t)R.usable(p);
+    if (!T.in_py)
+        untrack(p);
+    void *q = R.realloc(p, n);
+    if (!q) {
+        if (n == 0) /* glibc freed p */
+            account(-old);
+        return NULL;
+    }
+    account(-old);
+    native_alloc(q, n);
+    return q;
+}
+
+EXPORT void *reallocarray(void *p, size_t nelem, size_t elsize)
+{
+    size_t n;
+    if (__builtin_mul_overflow(nelem, elsize, &n)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return realloc(p, n);
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+    READY(ENOMEM);
+    int rc = R.posix_memalign(out, align, n);
+    if (rc == 0 && *out && COUNTING())
+        native_alloc(*out, n);
+    return rc;
+}
+
+#define ALIGNED(name, call, size)          \
+    READY(NULL);                           \
+    if (!R.name)                           \
+        return NULL;                       \
+    void *p = call;                        \
+    if (p && COUNTING())                   \
+        native_alloc(p, size);             \
+    return p;
+
+EXPORT void *aligned_alloc(size_t align, size_t n) { ALIGNED(aligned_alloc, R.aligned_alloc(align, n), n) }
+EXPORT void *memalign(size_t align, size_t n) { ALIGNED(memalign, R.memalign(align, n), n) }
+EXPORT void *valloc(size_t n) { ALIGNED(valloc, R.valloc(n), n) }
+EXPORT void *pvalloc(size_t n) { ALIGNED(pvalloc, R.pvalloc(n), n) }
+
+static inline void copied(size_t n)
+{
+    if (!COUNTING())
+        return;
+    T.tot_copy += (int64_t)n;
+    if (UNLIKELY(T.tot_copy >= TOTAL_FLUSH))
+        flush_totals();
+    uint64_t k = points(&T.copy, n);
+    if (UNLIKELY(k)) {
+        int saved = errno;
+        T.guard = 1;
+        if (hooks_enter()) {
+            G.hooks.copy((int64_t)k * T.copy.mean);
+            hooks_leave();
+        }
+        T.guard = 0;
+        errno = saved;
+    }
+}
+
+EXPORT void *memcpy(void *dst, const void *src, size_t n)
+{
+    if (UNLIKELY(!R.memcpy))
+        return boot_copy(dst, src, n);
+    void *r = R.memcpy(dst, src, n);
+    copied(n);
+    return r;
+}
+
+EXPORT void *memmove(void *dst, const void *src, size_t n)
+{
+    if (UNLIKELY(!R.memmove))
+        return boot_copy(dst, src, n);
+    void *r = R.memmove(dst, src, n);
+    copied(n);
+    return r;
+}
+
+/* ---- Python's allocator ------------------------------------------------------ */
+
+static void python_alloc(void *p, size_t n)
+{
+    T.tot_python += (int64_t)n;
+    if (UNLIKELY(T.tot_python >= TOTAL_FLUSH))
+        flush_totals();
+    uint64_t k = points(&T.alloc, n);
+    if (UNLIKELY(k))
+        sample_alloc(p, n, k, 1);
+}
+
+static void *py_malloc(void *ctx, size_t n)
+{
+    cal_shim_pymem *o = ctx;
+    uint8_t outer = !T.in_py;
+    T.in_py = 1;
+    void *p = o->malloc(o->ctx, n);
+    T.in_py = !outer;
+    if (p && outer && !T.guard)
+        python_alloc(p, n);
+    return p;
+}
+
+static void *py_calloc(void *ctx, size_t nelem, size_t elsize)
+{
+    cal_shim_pymem *o = ctx;
+    uint8_t outer = !T.in_py;
+    T.in_py = 1;
+    void *p = o->calloc(o->ctx, nelem, elsize);
+    T.in_py = !outer;
+    if (p && outer && !T.guard)
+        python_alloc(p, nelem * elsize);
+    return p;
+}
+
+static void *py_realloc(void *ctx, void *p, size_t n)
+{
+    cal_shim_pymem *o = ctx;
+    uint8_t outer = !T.in_py;
+    if (p && outer && !T.guard)
+        untrack(p);
+    T.in_py = 1;
+    void *q = o->realloc(o->ctx, p, n);
+    T.in_py = !outer;
+    if (q && outer && !T.guard)
+        python_alloc(q, n);
+    return q;
+}
+
+static void py_free(void *ctx, void *p)
+{
+    cal_shim_pymem *o = ctx;
+    uint8_t outer = !T.in_py;
+    if (p && outer && !T.guard)
+        untrack(p);
+    T.in_py = 1;
+    o->free(o->ctx, p);
+    T.in_py = !outer;
+}
+
+/* pymalloc's arenas (mmap'ed, so invisible to malloc): Python footprint. */
+static void *arena_alloc(void *ctx, size_t n)
+{
+    cal_shim_arena *o = ctx;
+    void *p = o->alloc(o->ctx, n);
+    if (p) {
+        uint8_t in = T.in_py;
+        T.in_py = 1;
+        account((int64_t)n);
+        T.in_py = in;
+    }
+    return p;
+}
+
+static void arena_free(void *ctx, void *p, size_t n)
+{
+    cal_shim_arena *o = ctx;
+    o->free(o->ctx, p, n);
+    uint8_t in = T.in_py;
+    T.in_py = 1;
+    account(-(int64_t)n);
+    T.in_py = in;
+}
+
+/* ---- the API ------------------------------------------------------------------ */
+
+static int api_attach(const cal_shim_hooks *hooks, const cal_shim_config *config)
+{
+    if (atomic_load(&G.attached))
+        return -1;
+    G.hooks = *hooks;
+    G.config = *config;
+    if (G.config.threshold <= 0)
+        G.config.threshold = 1;
+    atomic_fetch_add(&G.live_python, config->python_baseline);
+    int64_t live = atomic_load(&G.live_native) + atomic_load(&G.live_python);
+    atomic_store(&G.last_event, live);
+    atomic_store(&G.event_peak, live);
+    atomic_store_explicit(&G.attached, 1, memory_order_release);
+    atomic_fetch_add_explicit(&G.gen, 1, memory_order_release);
+    return 0;
+}
+
+static void api_detach(void)
+{
+    atomic_store(&G.attached, 0);
+    atomic_fetch_add(&G.gen, 1);
+    while (atomic_load(&G.inflight) > 0)
+        sched_yield();
+}
+
+static void api_counters(cal_shim_counters *out)
+{
+    uint8_t g = T.guard;
+    T.guard = 1;
+    flush_totals();
+    flush();
+    T.guard = g;
+    out->live_native = atomic_load(&G.live_native);
+    out->live_python = atomic_load(&G.live_python);
+    out->peak = atomic_load(&G.peak);
+    out->peak_python = atomic_load(&G.peak_python);
+    out->alloc_native = atomic_load(&G.alloc_native);
+    out->alloc_python = atomic_load(&G.alloc_python);
+    out->copied = atomic_load(&G.copied);
+    out->dropped = atomic_load(&G.dropped);
+}
+
+static int api_guard_enter(void)
+{
+    int was = T.guard;
+    T.guard = 1;
+    return was;
+}
+
+static void api_guard_leave(int previous)
+{
+    T.guard = (uint8_t)previous;
+}
+
+static int api_tracked(const void *p)
+{
+    return tt_contains((uintptr_t)p);
+}
+
+EXPORT const cal_shim_api calipers_shim_api = {
+    .abi = CAL_SHIM_ABI,
+    .attach = api_attach,
+    .detach = api_detach,
+    .counters = api_counters,
+    .guard_enter = api_guard_enter,
+    .guard_leave = api_guard_leave,
+    .tracked = api_tracked,
+    .py_malloc = py_malloc,
+    .py_calloc = py_calloc,
+    .py_realloc = py_realloc,
+    .py_free = py_free,
+    .arena_alloc = arena_alloc,
+    .arena_free = arena_free,
+};
+
+/* ---- process events ------------------------------------------------------------- */
+
+static void thread_exit_flush(void *arg)
+{
+    (void)arg;
+    uint8_t g = T.guard;
+    T.guard = 1;
+    flush_totals();
+    flush();
+    T.guard = g;
+}
+
+static void before_fork(void)
+{
+    tt_lock();
+}
+
+static void after_fork_parent(void)
+{
+    tt_unlock();
+}
+
+static void after_fork_child(void)
+{
+    tt_unlock();
+    /* The threads that were inside callbacks do not exist here. */
+    atomic_store(&G.inflight, 0);
+}
+
+__attribute__((constructor)) static void shim_init(void)
+{
+    if (!R.malloc)
+        resolve();
+    if (!dlsym(RTLD_DEFAULT, "Py_Initialize")) {
+        inert = 1;
+        return;
+    }
+    G.have_key = pthread_key_create(&G.exit_key, thread_exit_flush) == 0;
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
