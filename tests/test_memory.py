@@ -1,0 +1,165 @@
+"""Memory against ground truth the programs compute themselves: allocation
+volumes per line (Python vs native), the 512 MiB peak test, leaks, copy
+volume, threads, native threads and fork under the shim, --cpu-only."""
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import PROGRAMS, cpu, line_of, total
+
+MiB = 1 << 20
+
+
+def mem(rec):
+    return rec["memory"]
+
+
+def alloc(rec):
+    m = mem(rec)
+    return m["alloc_python_bytes"] + m["alloc_native_bytes"]
+
+
+@pytest.mark.parametrize("kind", ["numpy", "bytearray"])
+@pytest.mark.parametrize("fraction", [0.0, 0.5, 1.0])
+def test_512mb_peak_whatever_is_touched(run_calipers, kind, fraction):
+    prog = PROGRAMS / "big.py"
+    run = run_calipers(prog, kind, str(fraction))
+    assert run.returncode == 0, run.stderr
+    rec = run.lines("big.py")[line_of(prog, "big-" + kind)]
+    # The line holds the allocation at its peak: 512 MiB within 1%.
+    assert mem(rec)["live_peak_bytes"] == pytest.approx(512 * MiB, rel=0.01), mem(rec)
+    assert mem(rec)["live_end_bytes"] < MiB  # it was freed
+    summary = run.profile["summary"]["memory"]
+    # The program's peak is that allocation on top of the interpreter's
+    # baseline, and the line that reached it is the allocating line.
+    assert 512 * MiB <= summary["peak_bytes"] <= 512 * MiB + 64 * MiB, summary
+    assert summary["peak_line"]["line"] == line_of(prog, "big-" + kind)
+    if kind == "numpy":
+        assert mem(rec)["alloc_native_bytes"] >= 0.99 * alloc(rec)
+    else:
+        assert mem(rec)["alloc_python_bytes"] >= 0.99 * alloc(rec)
+
+
+def test_volumes_and_python_native_split(run_calipers, tmp_path):
+    prog = PROGRAMS / "volumes.py"
+    truth_file = tmp_path / "truth.json"
+    run = run_calipers(prog, truth_file)
+    assert run.returncode == 0, run.stderr
+    truth = json.loads(truth_file.read_text())
+    lines = run.lines("volumes.py")
+    for marker, want in truth.items():
+        rec = lines[line_of(prog, marker)]
+        assert want >= 50 * MiB  # the lines the issue's tolerance is about
+        assert alloc(rec) == pytest.approx(want, rel=0.10), (marker, mem(rec), want)
+    small = mem(lines[line_of(prog, "small-objects")])
+    assert small["alloc_python_bytes"] >= 0.90 * alloc(lines[line_of(prog, "small-objects")])
+    arrays = mem(lines[line_of(prog, "numpy-arrays")])
+    assert arrays["alloc_native_bytes"] >= 0.90 * alloc(lines[line_of(prog, "numpy-arrays")])
+    summary = run.profile["summary"]["memory"]
+    # Exact totals cover at least what the lines allocated.
+    assert summary["allocated_python_bytes"] >= truth["small-objects"] + truth["bytes-objects"]
+    assert summary["allocated_native_bytes"] >= truth["numpy-arrays"]
+    assert 0 < summary["peak_python_fraction"] <= 1
+    assert 2 <= len(summary["timeline"]) <= 100
+    # Functions carry the same volumes: <module> holds them all.
+    module = run.functions("volumes.py")["<module>"]["memory"]["total"]
+    got = module["alloc_python_bytes"] + module["alloc_native_bytes"]
+    assert got >= 0.9 * sum(truth.values())
+
+
+def test_leak_reported_churn_not(run_calipers):
+    prog = PROGRAMS / "leaks.py"
+    run = run_calipers(prog, "leak")
+    assert run.returncode == 0, run.stderr
+    leaks = {lk["line"]: lk for lk in run.profile["leaks"]}
+    leak_line, churn_line = line_of(prog, "leak-line"), line_of(prog, "churn-line")
+    assert leak_line in leaks, (run.profile["leaks"], mem(run.lines("leaks.py")[leak_line]))
+    assert leaks[leak_line]["likelihood"] >= 0.95
+    assert leaks[leak_line]["rate_bytes_per_s"] > 0
+    assert churn_line not in leaks
+    # ... and the leaked bytes are what the line still holds at the end.
+    held = mem(run.lines("leaks.py")[leak_line])["live_end_bytes"]
+    assert held == pytest.approx(30_000 * (4000 + 57), rel=0.15)
+
+
+def test_no_leak_in_a_clean_program(run_calipers):
+    run = run_calipers(PROGRAMS / "leaks.py", "clean")
+    assert run.returncode == 0, run.stderr
+    assert run.profile["leaks"] == []
+
+
+def test_copy_volume(run_calipers, tmp_path):
+    prog = PROGRAMS / "copies.py"
+    truth_file = tmp_path / "truth.json"
+    run = run_calipers(prog, truth_file)
+    assert run.returncode == 0, run.stderr
+    truth = json.loads(truth_file.read_text())
+    lines = run.lines("copies.py")
+    for marker, (copied, seconds) in truth.items():
+        rec = lines[line_of(prog, marker)]
+        assert mem(rec)["copied_bytes"] == pytest.approx(copied, rel=0.10), (marker, mem(rec))
+        # MB/s over the line's own time, against the program's own timing
+        # of the loop (whose other line, the `for`, takes next to nothing).
+        assert mem(rec)["copy_mb_per_s"] == pytest.approx(copied / 1e6 / seconds, rel=0.20), (
+            marker, mem(rec), total(rec), seconds)
+    quiet = mem(lines[line_of(prog, "no-copy")])
+    assert quiet["copied_bytes"] == 0 and quiet["copy_mb_per_s"] == 0
+
+
+def test_worker_thread_allocations_land_on_worker_line(run_calipers):
+    prog = PROGRAMS / "mem_threads.py"
+    run = run_calipers(prog)
+    assert run.returncode == 0, run.stderr
+    lines = run.lines("mem_threads.py")
+    worker = lines[line_of(prog, "worker-line")]
+    want = 2 * 2000 * (50_000 + 57)
+    assert alloc(worker) == pytest.approx(want, rel=0.10), mem(worker)
+    join = lines.get(line_of(prog, "join-line"))
+    assert join is None or alloc(join) < 0.02 * want
+
+
+@pytest.fixture(scope="module")
+def churn_lib(tmp_path_factory):
+    out = tmp_path_factory.mktemp("lib") / "libchurn.so"
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-pthread", str(PROGRAMS / "churn.c"),
+                    "-o", str(out)], check=True)
+    return out
+
+
+def test_native_threads_and_fork_under_the_shim(run_calipers, churn_lib):
+    prog = PROGRAMS / "native_threads.py"
+    run = run_calipers(prog, churn_lib)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "ok"
+    summary = run.profile["summary"]["memory"]
+    # 4 threads x 20000 rounds of malloc + calloc + realloc (8 KiB) at least.
+    assert summary["allocated_native_bytes"] >= 4 * 20000 * 8192
+    assert summary["end_bytes"] > 0
+    assert run.profile["program"]["pid"] != 0
+
+
+def test_cpu_only_keeps_the_shim_out(run_calipers, tmp_path):
+    prog = tmp_path / "maps.py"
+    prog.write_text("import os\n"
+                    "maps = open('/proc/self/maps').read()\n"
+                    "print('shim' if 'libcalipers_shim' in maps else 'none')\n"
+                    "print(os.environ.get('LD_PRELOAD', '-'))\n")
+    run = run_calipers(prog, options=["--cpu-only"])
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["none", "-"]
+    assert run.profile["summary"]["memory"] is None
+    assert run.profile["config"]["cpu_only"] is True
+    run = run_calipers(prog)
+    # With memory: loaded, yet the program's environment is its own.
+    assert run.stdout.split() == ["shim", "-"]
+    assert run.profile["config"]["cpu_only"] is False
+    assert run.profile["config"]["memory_interval_bytes"] == 256 << 10
+
+
+def test_memory_interval_option(run_calipers):
+    run = run_calipers(PROGRAMS / "leaks.py", "clean", options=["--memory-interval", "64k"])
+    assert run.returncode == 0, run.stderr
+    assert run.profile["config"]["memory_interval_bytes"] == 64 << 10
+    assert run.profile["config"]["copy_interval_bytes"] == 256 << 10
