@@ -10,6 +10,7 @@ REQUIRED = [
     ("calipers/_boot/sitecustomize.py", None),
     ("calipers/schema/calipers-1.schema.json", None),
     ("calipers/_calipers.", ".so"),
+    ("calipers/libcalipers_shim.so", None),
 ]
 
 names = zipfile.ZipFile(sys.argv[1]).namelist()
@@ -27,5 +28,16 @@ if entry and b"calipers = calipers.cli:main" in zipfile.ZipFile(sys.argv[1]).rea
 else:
     failed += 1
     print("the wheel declares no calipers console script")
+# The preload shim must load into any process: it may not need libpython.
+wheel = zipfile.ZipFile(sys.argv[1])
+shim = [n for n in names if n.endswith("libcalipers_shim.so")]
+if shim:
+    import re
+    data = wheel.read(shim[0])
+    if re.search(rb"libpython[0-9.]*\.so", data):
+        failed += 1
+        print("the shim links libpython")
+    else:
+        passed += 1
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Every test tier, from scratch:
 #   1. the C core's unit tests, built with -Werror by gcc and by clang, and
-#      under AddressSanitizer + UndefinedBehaviorSanitizer; the extension's
-#      sources checked by clang -Werror against every CPython's headers;
+#      under AddressSanitizer + UndefinedBehaviorSanitizer; the preload shim
+#      built by both; the extension's sources checked by clang -Werror
+#      against every CPython's headers;
 #   2. for each CPython 3.9-3.13 on the machine (tools/pythons.sh): a fresh
 #      virtual environment, `pip install .[test]` (the real wheel build), and
-#      pytest, which runs real programs under the profiler.
+#      pytest, which runs real programs under the profiler;
+#   3. the shim built with UBSan, preloaded into real programs.
 # Ends with one line "total: N passed, M failed"; exits non-zero on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -47,7 +49,11 @@ run_tier c-core-sanitize sh -c "$CC -std=c11 -O1 -g -fno-omit-frame-pointer -fsa
 pythons=$(tools/pythons.sh)
 [ -n "$pythons" ] || { echo "no CPython 3.9-3.13 found"; exit 1; }
 
+shim_src="src/shim/shim.c src/core/cal_bsamp.c"
+shim_flags="-std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden -fno-builtin -Isrc/core -Isrc/shim"
+run_tier shim-gcc sh -c "$CC $shim_flags $shim_src -o $out/shim-gcc.so -ldl -lpthread && echo '1 passed, 0 failed'"
 if command -v clang >/dev/null 2>&1; then
+    run_tier shim-clang sh -c "clang $shim_flags $shim_src -o $out/shim-clang.so -ldl -lpthread && echo '1 passed, 0 failed'"
     run_tier c-core-clang sh -c "clang -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -o $out/test_core_clang && $out/test_core_clang"
     for py in $pythons; do
         inc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
@@ -63,6 +69,11 @@ for py in $pythons; do
     venv="build/venv-$v"
     run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider"
 done
+
+# The shim built with UBSan, preloaded into real programs (first CPython).
+first=$(echo "$pythons" | head -n 1)
+fv=$("$first" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+run_tier shim-ubsan tools/shim-sanitize.sh "build/venv-$fv"
 
 # The sdist/wheel build path users and packagers take: python -m build, and
 # the wheel holds the extension, the bootstrap and the schema.

@@ -334,7 +334,9 @@ def run(args):
     env["CALIPERS_PYTHONPATH"] = NO_PYTHONPATH if old is None else old
     env["PYTHONPATH"] = boot if not old else boot + os.pathsep + old
     if not opts["cpu_only"]:
-        shim = os.path.join(os.path.dirname(os.path.abspath(__file__)), SHIM)
+        # CALIPERS_SHIM: another build of the shim (the sanitizer test tier).
+        shim = env.pop("CALIPERS_SHIM", None) or os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), SHIM)
         if not os.path.exists(shim):
             fail("the allocation shim is missing (%s); reinstall calipers or use --cpu-only"
                  % shim, 1)

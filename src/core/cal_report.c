@@ -761,6 +761,127 @@ static int cmp_func_time(const void *a, const void *b, void *ctx)
     return cmp_func(a, b, ctx);
 }
 
+/* "12.3 MB": decimal units, as the MB/s of copy volume. */
+static void human_bytes(char *dst, size_t cap, double b)
+{
+    const char *unit[] = {"B", "KB", "MB", "GB", "TB"};
+    int u = 0;
+    while (b >= 1000 && u < 4) {
+        b /= 1000;
+        u++;
+    }
+    snprintf(dst, cap, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+static int64_t line_alloc(const cal_line_stat *ls)
+{
+    return ls->mem.vol.alloc_python + ls->mem.vol.alloc_native;
+}
+
+static int cmp_line_alloc(const void *a, const void *b, void *ctx)
+{
+    const cal_profile *p = ctx;
+    int64_t x = line_alloc(cal_profile_line_at(p, *(const size_t *)a));
+    int64_t y = line_alloc(cal_profile_line_at(p, *(const size_t *)b));
+    if (x != y)
+        return x < y ? 1 : -1;
+    return cmp_line(a, b, ctx);
+}
+
+static void line_label(const cal_profile *p, const cal_line_stat *ls, source_cache *sc,
+                       char *label, size_t cap)
+{
+    char text[512];
+    const char *path = cal_profile_string_at(p, ls->file);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    source_line(sc, path, ls->line, text, sizeof text);
+    snprintf(label, cap, "%s:%d  %s", base, ls->line, text);
+}
+
+#define TOP_MEM_LINES 5
+#define MEM_COLUMNS_WIDTH 44
+
+/* The memory headline and leaks into `out`, the table into `table`. */
+static void summary_memory(const cal_profile *p, int width, cal_buf *out, cal_buf *table)
+{
+    const cal_memory *mem = cal_profile_memory_at(p);
+    if (!mem->enabled)
+        return;
+    char peak[32], alloc[32], copied[32];
+    human_bytes(peak, sizeof peak, (double)mem->peak);
+    int64_t all = mem->alloc_python + mem->alloc_native;
+    human_bytes(alloc, sizeof alloc, (double)all);
+    human_bytes(copied, sizeof copied, (double)mem->copied);
+    cal_buf head;
+    cal_buf_init(&head);
+    cal_buf_printf(&head, "calipers: memory peak %s (Python %d%%)", peak,
+                   pct(mem->peak_python, mem->peak));
+    const cal_line_stat *pl = mem->peak_line < cal_profile_nlines(p)
+                                  ? cal_profile_line_at(p, mem->peak_line) : NULL;
+    if (pl) {
+        const char *path = cal_profile_string_at(p, pl->file);
+        const char *base = strrchr(path, '/');
+        cal_buf_printf(&head, " reached at %s:%d", base ? base + 1 : path, pl->line);
+    }
+    cal_buf_printf(&head, "; allocated %s (Python %d%%); copied %s", alloc,
+                   pct(mem->alloc_python, all), copied);
+    if (head.data)
+        add_wrapped(out, head.data, width, 10);
+    cal_buf_free(&head);
+
+    size_t nleaks;
+    size_t *leaks = leak_index(p, &nleaks);
+    for (size_t k = 0; k < nleaks; k++) {
+        const cal_line_stat *ls = cal_profile_line_at(p, leaks[k]);
+        const char *path = cal_profile_string_at(p, ls->file);
+        const char *base = strrchr(path, '/');
+        char rate[32], held[32];
+        human_bytes(rate, sizeof rate, leak_rate(ls));
+        human_bytes(held, sizeof held, (double)ls->mem.live);
+        cal_buf line;
+        cal_buf_init(&line);
+        cal_buf_printf(&line, "calipers: likely leak at %s:%d: %s still held, growing %s/s "
+                              "(likelihood %.0f%%)",
+                       base ? base + 1 : path, ls->line, held, rate,
+                       100 * leak_likelihood(ls->mem.leak_tracked, ls->mem.leak_freed));
+        if (line.data)
+            add_wrapped(out, line.data, width, 10);
+        cal_buf_free(&line);
+    }
+    free(leaks);
+
+    size_t nl = cal_profile_nlines(p);
+    size_t *idx = nl ? sorted_index(p, nl, cmp_line_alloc) : NULL;
+    if (!idx || line_alloc(cal_profile_line_at(p, idx[0])) <= 0) {
+        free(idx);
+        return;
+    }
+    cal_buf_printf(table, "\n   %-10s%7s %11s %10s  %s\n", "allocated", "python", "peak held",
+                   "copy MB/s", "top lines by memory");
+    source_cache sc = {0};
+    char label[600];
+    for (size_t k = 0; k < nl && k < TOP_MEM_LINES; k++) {
+        const cal_line_stat *ls = cal_profile_line_at(p, idx[k]);
+        int64_t a = line_alloc(ls);
+        if (a <= 0)
+            break;
+        char ab[32], held[32];
+        human_bytes(ab, sizeof ab, (double)a);
+        human_bytes(held, sizeof held, (double)ls->mem.live_peak);
+        int64_t ns = cal_times_all(&ls->t);
+        double mbs = ns > 0 ? (double)ls->mem.vol.copied / 1e6 / ((double)ns / 1e9) : 0;
+        cal_buf_printf(table, " %11s %6d%% %11s %10.0f  ", ab, pct(ls->mem.vol.alloc_python, a),
+                       held, mbs);
+        line_label(p, ls, &sc, label, sizeof label);
+        add_clipped(table, label, width - MEM_COLUMNS_WIDTH - 1);
+        cal_buf_puts(table, "\n");
+    }
+    free(sc.path);
+    free(sc.text);
+    free(idx);
+}
+
 #define TOP_LINES 10
 #define TOP_FUNCS 5
 #define COLUMNS_WIDTH 48 /* width of split_columns() output */
@@ -789,6 +910,9 @@ void cal_report_summary(const cal_profile *p, const cal_meta *m, const char *out
     if (head.data)
         add_wrapped(out, head.data, width, 10);
     cal_buf_free(&head);
+    cal_buf memory;
+    cal_buf_init(&memory);
+    summary_memory(p, width, out, &memory);
 
     cal_buf notes;
     cal_buf_init(&notes);
@@ -855,6 +979,9 @@ void cal_report_summary(const cal_profile *p, const cal_meta *m, const char *out
             free(idx);
         }
     }
+    if (memory.data)
+        cal_buf_puts(out, memory.data);
+    cal_buf_free(&memory);
     if (outfile)
         cal_buf_printf(out, "\ncalipers: profile written to %s\n", outfile);
 }
