@@ -13,9 +13,10 @@
  * sizes.  Why not exponential gaps and Horvitz-Thompson weights
  * n / (1 - e^(-n/mean))?  Both are unbiased, but for a stream of allocations
  * smaller than the mean the number of sample points in V bytes has variance
- * V/mean with exponential gaps and about V/(12 mean) with these: the
- * standard error of a line's bytes is ~3.5x smaller for the same overhead
- * (docs/INTERNALS.md, "Memory", has the measurement).  The gaps still vary by
+ * V/mean with exponential gaps and about V/(12 mean) with these.  Measured
+ * (docs/INTERNALS.md, "Memory"): a line making 2/3 of a 50 MB stream of
+ * small allocations, 256 KiB mean: standard error 3.5% against 7.7% for
+ * exponential gaps with Horvitz-Thompson weights, for the same overhead.  The gaps still vary by
  * +/-50%, far more than any loop's period, so a periodic allocation pattern
  * cannot lock onto the sampling phase as it would with a fixed stride.
  *
