@@ -32,10 +32,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 VENV = HERE / ".venv"
 RESULTS = HERE / "results"
-PEERS = ["pyperformance==1.14.0", "scalene", "py-spy", "pyinstrument"]
+PEERS = ["pyperformance==1.14.0", "scalene", "py-spy", "pyinstrument", "memray"]
 BENCHMARKS = ["nbody", "raytrace", "fannkuch", "richards", "float", "nqueens",
               "spectral_norm", "chaos", "deltablue", "go"]
 CONFIGS = ["none", "calipers", "scalene", "py-spy", "pyinstrument"]
+#: --memory: full profiling (CPU + memory + copy) against the memory profilers.
+MEMORY_CONFIGS = ["none", "calipers-full", "scalene-full", "memray"]
 
 
 def sh(cmd, **kw):
@@ -75,8 +77,14 @@ def command(config, prog, tmp):
         return [py] + prog
     if config == "calipers":
         return [venv_bin("calipers"), "run", "--cpu-only", "--no-report", "-o", out + ".json"] + prog
+    if config == "calipers-full":
+        return [venv_bin("calipers"), "run", "--no-report", "-o", out + ".json"] + prog
     if config == "scalene":
         return [venv_bin("scalene"), "run", "--cpu-only", "-o", out + ".json"] + prog
+    if config == "scalene-full":
+        return [venv_bin("scalene"), "run", "-o", out + ".json"] + prog
+    if config == "memray":
+        return [venv_bin("memray"), "run", "-q", "-f", "-o", out + ".bin"] + prog
     if config == "py-spy":
         return [venv_bin("py-spy"), "record", "-r", "100", "-f", "raw", "-o", out + ".txt",
                 "--", py] + prog
@@ -182,11 +190,14 @@ def main():
     ap.add_argument("--only", help="comma-separated benchmark names")
     ap.add_argument("--configs", help="comma-separated subset of " + ",".join(CONFIGS))
     ap.add_argument("--python", default="python3.11")
+    ap.add_argument("--memory", action="store_true",
+                    help="full profiling (CPU + memory + copy): " + ", ".join(MEMORY_CONFIGS[1:]))
     args = ap.parse_args()
     repeat = args.repeat or (3 if args.quick else 5)
     seconds = args.seconds or (1.5 if args.quick else 4.0)
     names = args.only.split(",") if args.only else BENCHMARKS[: 8 if args.quick else 10]
-    configs = ["none"] + [c for c in (args.configs.split(",") if args.configs else CONFIGS)
+    default = MEMORY_CONFIGS if args.memory else CONFIGS
+    configs = ["none"] + [c for c in (args.configs.split(",") if args.configs else default)
                           if c != "none"]
 
     setup(args.python)
@@ -217,9 +228,16 @@ def main():
     plain = {k: {c: v for c, v in r.items() if c != "loops"} for k, r in results.items()}
     table, medians = render(plain, meta)
     cpu_table = render_cpu(plain, meta)
-    (RESULTS / "cpu.json").write_text(json.dumps({"meta": meta, "results": results,
-                                                  "median_slowdown": medians}, indent=1))
-    (RESULTS / "cpu.md").write_text(table + "\n\n" + cpu_table + "\n")
+    kind = "memory" if args.memory else "cpu"
+    (RESULTS / (kind + ".json")).write_text(json.dumps({"meta": meta, "results": results,
+                                                        "median_slowdown": medians}, indent=1))
+    (RESULTS / (kind + ".md")).write_text(table + "\n\n" + cpu_table + "\n")
+    if args.memory:  # docs/PERFORMANCE.md is the CPU-only page, for now
+        print()
+        print(table)
+        print()
+        print(cpu_table)
+        return
     doc = ROOT / "docs" / "PERFORMANCE.md"
     text = PERFORMANCE_TEMPLATE.format(date=meta["date"], machine=meta["machine"],
                                        versions=", ".join("%s %s" % kv for kv in meta["versions"].items()),
