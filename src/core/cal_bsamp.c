@@ -1,34 +1,20 @@
 /* cal_bsamp — see cal_bsamp.h. */
 #include "cal_bsamp.h"
 
-static uint64_t next(cal_bsamp *s)
-{
-    uint64_t x = s->rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    s->rng = x;
-    return x * 0x2545F4914F6CDD1Dull;
-}
-
 /* Uniform in [mean/2, mean/2 + mean]: mean gap `mean`. */
 static int64_t gap(cal_bsamp *s)
 {
-    uint64_t u = (uint64_t)(((unsigned __int128)next(s) * (uint64_t)(s->mean + 1)) >> 64);
+    uint64_t u = (uint64_t)(((unsigned __int128)cal_rand_next(&s->rng) * (uint64_t)(s->mean + 1)) >> 64);
     return s->mean / 2 + (int64_t)u;
 }
 
 void cal_bsamp_init(cal_bsamp *s, int64_t mean, uint64_t seed)
 {
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    s->rng = z ? z : 0x2545F4914F6CDD1Dull;
+    cal_rand_seed(&s->rng, seed);
     s->mean = mean > 0 ? mean : 0;
     /* The first point falls uniformly in the first mean bytes: the
        stationary start of the renewal process. */
-    s->left = s->mean ? 1 + (int64_t)(((unsigned __int128)next(s) * (uint64_t)s->mean) >> 64)
+    s->left = s->mean ? 1 + (int64_t)(((unsigned __int128)cal_rand_next(&s->rng) * (uint64_t)s->mean) >> 64)
                       : INT64_MAX;
 }
 

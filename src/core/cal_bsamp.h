@@ -29,10 +29,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cal_rand.h"
+
 typedef struct cal_bsamp {
     int64_t left;  /* bytes until the next sample point */
     int64_t mean;  /* mean gap in bytes; 0 = never sample */
-    uint64_t rng;  /* xorshift64* state, never 0 */
+    cal_rand rng;
 } cal_bsamp;
 
 /* Start with a mean gap of `mean` bytes (0 disables). */

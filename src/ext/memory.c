@@ -68,8 +68,7 @@ typedef struct qevent {
     uint8_t kind, python, flags;
     int nframes;
     uint32_t line;   /* Q_FREE: the line index */
-    int64_t a, b;    /* alloc: weight; free: weight; copy: weight;
-                        footprint: live, live_python */
+    int64_t a;       /* alloc, free, copy: weight; footprint: live */
     int64_t t;
     calx_frame frames[QUEUE_FRAMES];
 } qevent;
@@ -333,22 +332,32 @@ static void enqueue(const qevent *proto)
 
 /* ---- the shim's callbacks (any thread, inside the shim's guard) ------------ */
 
+/* Where the calling thread is, if it holds the GIL: handles what is queued
+   first, fills *w and returns 1.  Without the GIL, queues `proto` with the
+   thread's own stack and returns 0 (also 0 when the sample is dropped). */
+static int where_now(calx_where *w, const qevent *proto)
+{
+    PyThreadState *ts = calx_current_if_gil_held();
+    if (!ts) {
+        enqueue(proto);
+        return 0;
+    }
+    drain();
+    if (calx_sampler_where(ts, w) != 0) {
+        atomic_fetch_add(&M.dropped, 1);
+        return 0;
+    }
+    return 1;
+}
+
 static uint32_t on_alloc(void *ptr, size_t size, int64_t weight, int python)
 {
     (void)size;
     int64_t t = calx_sampler_elapsed_ns();
-    PyThreadState *ts = calx_current_if_gil_held();
-    if (!ts) {
-        qevent e = {.kind = Q_ALLOC, .python = (uint8_t)python, .a = weight, .t = t};
-        enqueue(&e);
-        return 0;
-    }
-    drain();
+    qevent e = {.kind = Q_ALLOC, .python = (uint8_t)python, .a = weight, .t = t};
     calx_where w;
-    if (calx_sampler_where(ts, &w) != 0) {
-        atomic_fetch_add(&M.dropped, 1);
+    if (!where_now(&w, &e))
         return 0;
-    }
     uint32_t cookie = credit(&w, weight, python, 0, t);
     if (cookie) {
         M.recent[M.recent_next] = (recent_alloc){ptr, cookie - 1, t};
@@ -378,38 +387,20 @@ static void on_free(void *ptr, uint32_t cookie, int64_t weight)
 static void on_copy(int64_t weight)
 {
     int64_t t = calx_sampler_elapsed_ns();
-    PyThreadState *ts = calx_current_if_gil_held();
-    if (!ts) {
-        qevent e = {.kind = Q_COPY, .a = weight, .t = t};
-        enqueue(&e);
-        return;
-    }
-    drain();
+    qevent e = {.kind = Q_COPY, .a = weight, .t = t};
     calx_where w;
-    if (calx_sampler_where(ts, &w) != 0) {
-        atomic_fetch_add(&M.dropped, 1);
-        return;
-    }
-    (void)credit(&w, weight, 0, 1, t);
+    if (where_now(&w, &e))
+        (void)credit(&w, weight, 0, 1, t);
 }
 
 static void on_footprint(int64_t live, int64_t live_python, int flags)
 {
+    (void)live_python; /* the exact counters are read at the end */
     int64_t t = calx_sampler_elapsed_ns();
-    PyThreadState *ts = calx_current_if_gil_held();
-    if (!ts) {
-        qevent e = {.kind = Q_FOOTPRINT, .flags = (uint8_t)flags, .a = live,
-                    .b = live_python, .t = t};
-        enqueue(&e);
-        return;
-    }
-    drain();
+    qevent e = {.kind = Q_FOOTPRINT, .flags = (uint8_t)flags, .a = live, .t = t};
     calx_where w;
-    if (calx_sampler_where(ts, &w) != 0) {
-        atomic_fetch_add(&M.dropped, 1);
-        return;
-    }
-    footprint(&w, live, flags, t);
+    if (where_now(&w, &e))
+        footprint(&w, live, flags, t);
 }
 
 /* ---- start, passes, stop (GIL) ------------------------------------------- */
@@ -550,6 +541,9 @@ void calx_memory_stop(void)
 
 void calx_memory_after_fork_child(void)
 {
+    /* Another thread may have held it at fork(). */
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    M.mu = fresh;
     if (M.attached && M.api) {
         M.api->detach();
         M.attached = 0;
