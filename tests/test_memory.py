@@ -90,6 +90,32 @@ def test_no_leak_in_a_clean_program(run_calipers):
     assert run.profile["leaks"] == []
 
 
+def test_data_built_once_and_kept_is_not_a_leak(run_calipers):
+    prog = PROGRAMS / "leaks.py"
+    run = run_calipers(prog, "kept")
+    assert run.returncode == 0, run.stderr
+    kept = mem(run.lines("leaks.py")[line_of(prog, "kept-line")])
+    # The likelihood alone would call it a leak (its watched allocations
+    # were, almost all, never freed) ...
+    watched, freed = kept["leak_watched"], kept["leak_freed"]
+    assert (watched - freed + 1) / (watched + 2) >= 0.95, kept
+    assert kept["live_end_bytes"] > 100 * MiB
+    # ... but it stopped growing early in the run: not reported.
+    assert run.profile["leaks"] == []
+
+
+def test_summary_shows_memory_and_leaks(run_calipers):
+    prog = PROGRAMS / "leaks.py"
+    run = run_calipers(prog, "leak", options=[])
+    assert run.returncode == 0, run.stderr
+    err = run.stderr
+    assert "calipers: memory peak " in err
+    assert "likely leak at leaks.py:%d" % line_of(prog, "leak-line") in err
+    assert "top lines by memory" in err
+    table = err[err.index("top lines by memory"):]
+    assert "leaks.py:%d" % line_of(prog, "churn-line") in table
+
+
 def test_copy_volume(run_calipers, tmp_path):
     prog = PROGRAMS / "copies.py"
     truth_file = tmp_path / "truth.json"

@@ -5,6 +5,7 @@
  * line "N passed, M failed"; exits non-zero on any failure.
  */
 #define _GNU_SOURCE
+#include "cal_bsamp.h"
 #include "cal_buf.h"
 #include "cal_clock.h"
 #include "cal_json.h"
@@ -12,6 +13,7 @@
 #include "cal_profile.h"
 #include "cal_rand.h"
 #include "cal_report.h"
+#include "cal_series.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -336,6 +338,76 @@ static void test_buf_write(void)
     cal_buf_free(&b);
 }
 
+
+/* The byte sampler: unbiased per stream whatever the sizes, no aliasing with
+   a periodic pattern, and huge allocations weighted by their size. */
+static void test_bsamp(void)
+{
+    const int64_t mean = 64 << 10;
+    cal_bsamp b;
+    cal_bsamp_init(&b, mean, 42);
+    /* Period-3 pattern (64, 200, 200 bytes): the 64-byte slot is 64/464 of
+       the bytes; a fixed stride would give it all or none of the samples. */
+    double small = 0, big = 0, truth_small = 0, truth_big = 0;
+    for (long i = 0; i < 3000000; i++) {
+        size_t n = i % 3 == 0 ? 64 : 200;
+        double w = (double)cal_bsamp_take(&b, n) * (double)mean;
+        if (n == 64) {
+            small += w;
+            truth_small += 64;
+        } else {
+            big += w;
+            truth_big += 200;
+        }
+    }
+    CHECK(fabs(small / truth_small - 1) < 0.05);
+    CHECK(fabs(big / truth_big - 1) < 0.03);
+    /* A 512 MiB block: ~8192 points, weight within one mean of its size. */
+    uint64_t k = cal_bsamp_take(&b, (size_t)512 << 20);
+    CHECK(llabs((int64_t)k * mean - ((int64_t)512 << 20)) <= mean);
+    /* Disabled: never a sample. */
+    cal_bsamp off;
+    cal_bsamp_init(&off, 0, 1);
+    uint64_t any = 0;
+    for (int i = 0; i < 1000; i++)
+        any += cal_bsamp_take(&off, 1 << 20);
+    CHECK(any == 0);
+}
+
+/* RDP keeps the end points and the extremes, and at most `keep` points;
+   a series stays bounded however many points it is given. */
+static void test_series(void)
+{
+    cal_point pts[200];
+    for (int i = 0; i < 200; i++) {
+        pts[i].t = i;
+        pts[i].v = i == 77 ? 1000 : i == 150 ? -500 : i % 2;
+    }
+    size_t n = cal_rdp_reduce(pts, 200, 10);
+    CHECK(n == 10);
+    CHECK(pts[0].t == 0 && pts[n - 1].t == 199);
+    int peak = 0, trough = 0;
+    for (size_t i = 0; i < n; i++) {
+        peak |= pts[i].t == 77;
+        trough |= pts[i].t == 150;
+        if (i)
+            CHECK(pts[i].t > pts[i - 1].t);
+    }
+    CHECK(peak && trough);
+    static cal_series s;
+    cal_series_init(&s);
+    for (int i = 0; i < 100000; i++)
+        cal_series_add(&s, i, i == 5000 ? 1 << 30 : i);
+    CHECK(s.n <= CAL_SERIES_CAP);
+    int kept = 0;
+    for (size_t i = 0; i < s.n; i++)
+        kept |= s.p[i].v == 1 << 30;
+    CHECK(kept);
+    /* Slope of v = 3t (t in seconds) is 3 per second. */
+    cal_point line[3] = {{0, 0}, {1000000000, 3}, {2000000000, 6}};
+    CHECK(fabs(cal_series_slope(line, 3) - 3.0) < 1e-9);
+}
+
 int main(void)
 {
     test_map();
@@ -347,6 +419,8 @@ int main(void)
     test_rand();
     test_clock();
     test_buf_write();
+    test_bsamp();
+    test_series();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
