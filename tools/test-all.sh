@@ -7,7 +7,9 @@
 #   2. for each CPython 3.9-3.13 on the machine (tools/pythons.sh): a fresh
 #      virtual environment, `pip install .[test]` (the real wheel build), and
 #      pytest, which runs real programs under the profiler;
-#   3. the shim built with UBSan, preloaded into real programs.
+#   3. the shim built with UBSan, preloaded into real programs;
+#   4. the HTML viewer in headless Chromium (Debian's chromium package,
+#      installed here when missing; Playwright drives it, never downloads one).
 # Ends with one line "total: N passed, M failed"; exits non-zero on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -67,12 +69,24 @@ fi
 for py in $pythons; do
     v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     venv="build/venv-$v"
-    run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider"
+    run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider -m 'not browser'"
 done
 
-# The shim built with UBSan, preloaded into real programs (first CPython).
+# The HTML viewer in a real browser, once (the page does not depend on the
+# interpreter).  Chromium comes from Debian, not from Playwright's download.
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "== installing Debian's chromium for the html tier"
+    if [ "$(id -u)" = 0 ]; then
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >"$out/chromium-install.log" 2>&1 || tail -5 "$out/chromium-install.log"
+    else
+        sudo -n sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium' >"$out/chromium-install.log" 2>&1 || tail -5 "$out/chromium-install.log"
+    fi
+fi
 first=$(echo "$pythons" | head -n 1)
 fv=$("$first" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+run_tier html sh -c "'build/venv-$fv/bin/python' -m pip install -q '.[test,browser]' && cd tests && '../build/venv-$fv/bin/python' -m pytest -q -p no:cacheprovider -m browser --basetemp='../$out/html'"
+
+# The shim built with UBSan, preloaded into real programs (first CPython).
 run_tier shim-ubsan tools/shim-sanitize.sh "build/venv-$fv"
 
 # The sdist/wheel build path users and packagers take: python -m build, and

@@ -107,8 +107,18 @@ def _terminal_width():
         return int(os.environ.get("COLUMNS") or 100)
 
 
+def styled(fd):
+    """Colour and block glyphs on a terminal, unless NO_COLOR is set."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
 def _finish():
-    """atexit: stop the engine, write the profile, print the summary.
+    """atexit: stop the engine, write the profile, print the report.
 
     Registered first, so it runs after the program's own atexit handlers.
     Never raises: a failure here is one line on standard error.
@@ -123,23 +133,37 @@ def _finish():
             _calipers.set_thread_names(names)
         meta = _meta()
         outfile = _state.get("outfile") or "calipers-profile.json"
-        written = None
+        written = text = None
         try:
-            _calipers.write_json(outfile, meta)
+            text = _calipers.write_json(outfile, meta)
             written = outfile
         except OSError as exc:
             import tempfile
 
             fallback = os.path.join(tempfile.gettempdir(), "calipers-profile-%d.json" % os.getpid())
             try:
-                _calipers.write_json(fallback, meta)
+                text = _calipers.write_json(fallback, meta)
                 written = fallback
                 _say("calipers: could not write %s (%s); profile saved to %s\n"
                      % (outfile, exc.strerror or exc, fallback))
             except OSError as exc2:
                 _say("calipers: could not write the profile: %s\n" % (exc2,))
+        if text is None:
+            text = _calipers.json(meta)
+        html = _state.get("html")
+        if html:
+            try:
+                with open(html, "w", encoding="utf-8") as f:
+                    f.write(_calipers.render_html(text))
+            except OSError as exc:
+                _say("calipers: could not write %s: %s\n" % (html, exc.strerror or exc))
+                html = None
         if not _state.get("no_report"):
-            _say(_calipers.summary(meta, written, _terminal_width()))
+            report = _calipers.render_text(text, _terminal_width(), styled(2),
+                                           float(_state.get("min_percent", 1.0)), 300, written)
+            if html:
+                report += "calipers: HTML report written to %s\n" % html
+            _say(report)
     except BaseException as exc:  # noqa: BLE001 - never a calipers traceback
         _say("calipers: internal error while writing the profile: %s: %s\n"
              % (type(exc).__name__, exc))

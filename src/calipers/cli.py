@@ -6,6 +6,9 @@ script; everything after it belongs to the program.  The launcher checks its
 input, then replaces itself (same PID) with ``python script.py args...``, the
 engine loaded by a bootstrap on PYTHONPATH (see _boot/sitecustomize.py).
 
+``calipers view [options] profile.json`` renders a saved profile: the
+terminal report, or the HTML viewer with ``--html FILE``.
+
 Errors are one line on standard error and a non-zero status: 2 for bad usage
 (unknown option, missing script, unwritable output), 1 where Python itself
 would exit with 1 (syntax error, no such module).
@@ -19,6 +22,7 @@ from calipers import __version__
 USAGE = """\
 usage: calipers run [options] script.py [args...]
        calipers run [options] -m module [args...]
+       calipers view [--text | --html FILE] [view options] profile.json
        calipers --version | --help
 
 Profile a Python program: time per line and per function, split into Python,
@@ -41,7 +45,20 @@ options (before the script; everything after it is the program's):
                             shim is not loaded at all)
   --memory-interval SIZE    mean bytes between allocation samples, randomised
                             (default 256KiB; copies: 4x that); 64k, 1M, ...
-  --no-report               do not print the summary at exit
+  --html FILE               also write the HTML report to FILE
+  --no-report               do not print the report at exit
+  --min-percent N           report lines holding at least N% of the time or
+                            of the memory allocated (default 1)
+
+view options:
+  --text                    print the terminal report (the default)
+  --html FILE               write the HTML report to FILE instead
+  --width N                 columns (default: the terminal's, or 100)
+  --min-percent N           as for run (default 1)
+  --max-rows N              at most N source lines in all (default 300)
+  --color WHEN              auto (a terminal, unless NO_COLOR is set),
+                            always or never
+
   --version                 print the version and exit
   -h, --help                print this help and exit
 """
@@ -112,6 +129,22 @@ def parse_size(text, option="--memory-interval"):
     return value
 
 
+def parse_percent(text, option="--min-percent"):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 100:
+        raise UsageError("%s: expected a percentage from 0 to 100, not %r" % (option, text))
+    return value
+
+
+def parse_count(text, option):
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError("%s: expected a positive whole number, not %r" % (option, text))
+    return int(text)
+
+
 def split_patterns(text, option):
     pats = [p for p in text.split(",") if p]
     if not pats:
@@ -130,9 +163,12 @@ def parse_run(args):
         "cpu_only": False,
         "no_report": False,
         "memory_interval": DEFAULT_MEMORY_INTERVAL,
+        "html": None,
+        "min_percent": 1.0,
     }
     with_value = {"-o": "outfile", "--outfile": "outfile", "--interval": "interval",
-                  "--memory-interval": "memory_interval",
+                  "--memory-interval": "memory_interval", "--html": "html",
+                  "--min-percent": "min_percent",
                   "--profile-only": "profile_only", "--profile-exclude": "profile_exclude"}
     flags = {"--profile-all": "profile_all", "--cpu-only": "cpu_only",
              "--no-report": "no_report"}
@@ -169,6 +205,8 @@ def parse_run(args):
                 opts[key] = parse_interval(value)
             elif key == "memory_interval":
                 opts[key] = parse_size(value)
+            elif key == "min_percent":
+                opts[key] = parse_percent(value)
             elif key in ("profile_only", "profile_exclude"):
                 opts[key] += split_patterns(value, name)
             else:
@@ -233,21 +271,21 @@ def check_module(name):
         raise InputError("No module named %r" % top, 1)
 
 
-def check_outfile(path):
-    """Fail now, not at exit, if the profile cannot be written: try it."""
+def check_outfile(path, option="--outfile", what="the profile"):
+    """Fail now, not at exit, if the file cannot be written: try it."""
     path = os.path.abspath(path)
     if os.path.isdir(path):
-        raise UsageError("--outfile %s is a directory" % path)
+        raise UsageError("%s %s is a directory" % (option, path))
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
-        raise UsageError("cannot write the profile to %s: no such directory" % path)
+        raise UsageError("cannot write %s to %s: no such directory" % (what, path))
     existed = os.path.exists(path)
     try:
         with open(path, "a"):
             pass
     except OSError as exc:
-        raise UsageError("cannot write the profile to %s: %s"
-                         % (path, (exc.strerror or str(exc)).lower()))
+        raise UsageError("cannot write %s to %s: %s"
+                         % (what, path, (exc.strerror or str(exc)).lower()))
     if not existed:
         os.unlink(path)
     return path
@@ -310,6 +348,7 @@ def run(args):
     else:
         check_module(target)
     outfile = check_outfile(opts["outfile"])
+    html = check_outfile(opts["html"], "--html", "the HTML report") if opts["html"] else None
 
     cwd = os.getcwd()
     argv = [target if kind == "script" else "-m " + target] + program_args
@@ -320,6 +359,8 @@ def run(args):
         "profile_only": opts["profile_only"],
         "profile_exclude": opts["profile_exclude"],
         "no_report": opts["no_report"],
+        "html": html,
+        "min_percent": repr(opts["min_percent"]),
         "library": library_dirs(),
         "cwd": cwd,
         "script": os.path.abspath(target) if kind == "script" else None,
@@ -356,6 +397,88 @@ def run(args):
         fail("cannot start %s: %s" % (exe, exc.strerror), 1)
 
 
+def view(args):
+    """calipers view: render a saved profile."""
+    from calipers import _agent, _calipers
+
+    opts = {"html": None, "width": None, "min_percent": 1.0, "max_rows": 300, "color": "auto"}
+    path = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, value = arg.partition("=")
+        if name in ("-h", "--help"):
+            sys.stdout.write(USAGE)
+            sys.exit(0)
+        if name == "--text" and not eq:
+            opts["html"] = None
+        elif name in ("--html", "--width", "--min-percent", "--max-rows", "--color"):
+            if not eq:
+                i += 1
+                if i >= len(args):
+                    raise UsageError("%s: expected a value" % name)
+                value = args[i]
+            if name == "--html":
+                if not value:
+                    raise UsageError("--html: expected a file name")
+                opts["html"] = value
+            elif name == "--width":
+                opts["width"] = parse_count(value, name)
+            elif name == "--max-rows":
+                opts["max_rows"] = parse_count(value, name)
+            elif name == "--min-percent":
+                opts["min_percent"] = parse_percent(value)
+            elif value in ("auto", "always", "never"):
+                opts["color"] = value
+            else:
+                raise UsageError("--color: expected auto, always or never, not %r" % value)
+        elif arg.startswith("-") and arg != "-" and path is None:
+            raise UsageError("unknown option %s (see calipers --help)" % arg)
+        elif path is None:
+            path = arg
+        else:
+            raise UsageError("calipers view takes one profile, not %r too" % arg)
+        i += 1
+    if path is None:
+        raise UsageError("no profile to view (calipers view profile.json)")
+    html = check_outfile(opts["html"], "--html", "the HTML report") if opts["html"] else None
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise InputError("cannot read %s: %s" % (path, exc.strerror or exc), 2)
+    try:
+        if html:
+            page = _calipers.render_html(data)
+        else:
+            width = opts["width"]
+            if width is None:
+                try:
+                    width = os.get_terminal_size(1).columns
+                except OSError:
+                    width = int(os.environ.get("COLUMNS") or 100)
+            tty = {"always": True, "never": False}.get(opts["color"])
+            if tty is None:
+                tty = _agent.styled(1)
+            text = _calipers.render_text(data, width, tty, opts["min_percent"],
+                                         opts["max_rows"], None)
+    except ValueError as exc:
+        raise InputError("%s: %s" % (path, exc), 1)
+    if html:
+        try:
+            with open(html, "w", encoding="utf-8") as f:
+                f.write(page)
+        except OSError as exc:
+            raise InputError("cannot write %s: %s" % (html, exc.strerror or exc), 2)
+        sys.stderr.write("calipers: HTML report written to %s\n" % html)
+        return
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # calipers view p.json | head
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+
+
 def main(argv=None):
     args = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -367,6 +490,9 @@ def main(argv=None):
             sys.exit(0)
         if args[0] == "run":
             run(args[1:])
+            return
+        if args[0] == "view":
+            view(args[1:])
             return
         if args[0].startswith("-"):
             raise UsageError("unknown option %s (see calipers --help)" % args[0])

@@ -421,6 +421,87 @@ static void json_leaks(cal_json *j, const cal_profile *p)
     cal_json_array_end(j);
 }
 
+/* SOURCE TEXT.  The renderers read only the JSON, so a profile carries the
+   text of its files: the whole file when it is small, otherwise the lines
+   within SOURCE_CONTEXT of a profiled line or a function's first line (the
+   others are null).  Read at the end of the run, so a file edited while the
+   program ran shows its new text; a file that cannot be read gets null. */
+#define SOURCE_WHOLE_BYTES (128u << 10)
+#define SOURCE_MAX_BYTES (16u << 20)
+#define SOURCE_CONTEXT 3
+
+static void json_source(cal_json *j, const cal_profile *p, const size_t *li, size_t a0,
+                        size_t a1, const size_t *fi, size_t b0, size_t b1, const char *path)
+{
+    cal_json_key(j, "source");
+    cal_buf text;
+    cal_buf_init(&text);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        char chunk[65536];
+        size_t n;
+        while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && text.len < SOURCE_MAX_BYTES)
+            cal_buf_add(&text, chunk, n);
+        fclose(f);
+    }
+    if (!text.data || text.len >= SOURCE_MAX_BYTES) {
+        cal_buf_free(&text);
+        cal_json_null(j);
+        return;
+    }
+    size_t nlines = 1;
+    for (size_t i = 0; i < text.len; i++)
+        nlines += text.data[i] == '\n';
+    /* keep[k]: line k + 1 is written. */
+    unsigned char *keep = calloc(nlines, 1);
+    if (!keep) {
+        j->out->failed = 1;
+        cal_buf_free(&text);
+        cal_json_null(j);
+        return;
+    }
+    if (text.len <= SOURCE_WHOLE_BYTES) {
+        memset(keep, 1, nlines);
+    } else {
+        for (size_t k = a0; k < a1 + (b1 - b0); k++) {
+            long line = k < a1 ? (long)cal_profile_line_at(p, li[k])->line
+                               : (long)cal_profile_func_at(p, fi[b0 + k - a1])->first_line;
+            for (long x = line - 1 - SOURCE_CONTEXT; x <= line - 1 + SOURCE_CONTEXT; x++)
+                if (x >= 0 && (size_t)x < nlines)
+                    keep[x] = 1;
+        }
+    }
+    size_t last = nlines; /* no trailing nulls, nor the empty "line" after a final newline */
+    while (last > 0 && !keep[last - 1])
+        last--;
+    if (last == nlines && text.len && text.data[text.len - 1] == '\n')
+        last--;
+    cal_json_array_begin(j);
+    const char *s = text.data, *end = text.data + text.len;
+    for (size_t k = 0; k < last; k++) {
+        const char *e = memchr(s, '\n', (size_t)(end - s));
+        if (!e)
+            e = end;
+        size_t n = (size_t)(e - s);
+        if (n && s[n - 1] == '\r')
+            n--;
+        if (keep[k]) {
+            char *line = strndup(s, n);
+            if (line)
+                cal_json_string(j, line);
+            else
+                j->out->failed = 1;
+            free(line);
+        } else {
+            cal_json_null(j);
+        }
+        s = e < end ? e + 1 : end;
+    }
+    cal_json_array_end(j);
+    free(keep);
+    cal_buf_free(&text);
+}
+
 static void json_files(cal_json *j, const cal_profile *p)
 {
     size_t nl = cal_profile_nlines(p), nf = cal_profile_nfuncs(p);
@@ -452,6 +533,7 @@ static void json_files(cal_json *j, const cal_profile *p)
         cal_json_key(j, "path");
         cal_json_string(j, path);
         json_times_fields(j, &file_t);
+        size_t a0 = a, b0 = b;
         cal_json_key(j, "lines");
         cal_json_array_begin(j);
         for (; a < nl && cal_profile_line_at(p, li[a])->file == file; a++) {
@@ -484,6 +566,7 @@ static void json_files(cal_json *j, const cal_profile *p)
             cal_json_object_end(j);
         }
         cal_json_array_end(j);
+        json_source(j, p, li, a0, a, fi, b0, b, path);
         cal_json_object_end(j);
     }
 done:
@@ -593,395 +676,4 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
 
     cal_json_object_end(&j);
     cal_buf_puts(out, "\n");
-}
-
-/* ---- terminal summary -------------------------------------------------- */
-
-/* The text of line `line` of `path`, stripped, into dst (empty if unknown).
-   Keeps the last file read so consecutive lookups are cheap. */
-typedef struct source_cache {
-    char *path;
-    char *text;
-    size_t len;
-} source_cache;
-
-static void source_line(source_cache *c, const char *path, int line, char *dst,
-                        size_t cap)
-{
-    dst[0] = '\0';
-    if (!c->path || strcmp(c->path, path) != 0) {
-        free(c->path);
-        free(c->text);
-        c->path = strdup(path);
-        c->text = NULL;
-        c->len = 0;
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            cal_buf b;
-            cal_buf_init(&b);
-            char chunk[65536];
-            size_t n;
-            while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (64u << 20))
-                cal_buf_add(&b, chunk, n);
-            fclose(f);
-            c->text = b.data;
-            c->len = b.len;
-        }
-    }
-    if (!c->text || line < 1)
-        return;
-    const char *s = c->text, *end = c->text + c->len;
-    for (int k = 1; k < line && s < end; k++) {
-        s = memchr(s, '\n', (size_t)(end - s));
-        if (!s)
-            return;
-        s++;
-    }
-    while (s < end && (*s == ' ' || *s == '\t'))
-        s++;
-    size_t n = 0;
-    while (s + n < end && s[n] != '\n' && s[n] != '\r')
-        n++;
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(dst, s, n);
-    dst[n] = '\0';
-}
-
-/* Display width of UTF-8 text (one column per code point), and the byte
-   length of its first `cols` columns. */
-static size_t utf8_prefix(const char *s, int cols)
-{
-    size_t i = 0;
-    int c = 0;
-    while (s[i] && c < cols) {
-        i++;
-        while ((s[i] & 0xC0) == 0x80)
-            i++;
-        c++;
-    }
-    return i;
-}
-
-static int utf8_width(const char *s)
-{
-    int c = 0;
-    for (; *s; s++)
-        if ((*s & 0xC0) != 0x80)
-            c++;
-    return c;
-}
-
-static const char *display_path(const char *path, const char *cwd)
-{
-    size_t n = cwd ? strlen(cwd) : 0;
-    if (n && strncmp(path, cwd, n) == 0 && path[n] == '/')
-        return path + n + 1;
-    return path;
-}
-
-static int pct(int64_t part, int64_t whole)
-{
-    if (whole <= 0)
-        return 0;
-    return (int)((part * 100 + whole / 2) / whole);
-}
-
-/* Append s, truncated with "…" to `cols` display columns. */
-static void add_clipped(cal_buf *out, const char *s, int cols)
-{
-    if (cols <= 0)
-        return;
-    if (utf8_width(s) <= cols) {
-        cal_buf_puts(out, s);
-        return;
-    }
-    cal_buf_add(out, s, utf8_prefix(s, cols - 1));
-    cal_buf_puts(out, "…");
-}
-
-/* Append text word-wrapped to `width` columns; continuation lines are
-   indented by `indent` spaces. */
-static void add_wrapped(cal_buf *out, const char *text, int width, int indent)
-{
-    int col = 0;
-    const char *s = text;
-    while (*s) {
-        const char *w = s;
-        while (*w == ' ')
-            w++;
-        const char *e = w;
-        while (*e && *e != ' ')
-            e++;
-        char word[1024];
-        size_t n = (size_t)(e - w) < sizeof word - 1 ? (size_t)(e - w) : sizeof word - 1;
-        memcpy(word, w, n);
-        word[n] = '\0';
-        int wlen = utf8_width(word);
-        if (col > indent && col + 1 + wlen > width) {
-            cal_buf_puts(out, "\n");
-            cal_buf_repeat(out, " ", indent);
-            col = indent;
-        } else if (col > 0 && s != text) {
-            cal_buf_puts(out, " ");
-            col++;
-        }
-        add_clipped(out, word, width - col);
-        col += wlen < width - col ? wlen : width - col;
-        s = e;
-    }
-    cal_buf_puts(out, "\n");
-}
-
-static void split_columns(cal_buf *out, const cal_times *t, int64_t whole)
-{
-    int64_t all = cal_times_all(t);
-    cal_buf_printf(out, "%7.2fs %4d%% %6d%% %6d%% %6d%% %6d%%  ", (double)all / 1e9,
-                   pct(all, whole), pct(t->python_ns, all), pct(t->native_ns, all),
-                   pct(t->system_ns, all), pct(t->waiting_ns, all));
-}
-
-static int cmp_line_time(const void *a, const void *b, void *ctx)
-{
-    const cal_profile *p = ctx;
-    int64_t x = cal_times_all(&cal_profile_line_at(p, *(const size_t *)a)->t);
-    int64_t y = cal_times_all(&cal_profile_line_at(p, *(const size_t *)b)->t);
-    if (x != y)
-        return x < y ? 1 : -1;
-    return cmp_line(a, b, ctx);
-}
-
-static int cmp_func_time(const void *a, const void *b, void *ctx)
-{
-    const cal_profile *p = ctx;
-    int64_t x = cal_times_all(&cal_profile_func_at(p, *(const size_t *)a)->total);
-    int64_t y = cal_times_all(&cal_profile_func_at(p, *(const size_t *)b)->total);
-    if (x != y)
-        return x < y ? 1 : -1;
-    return cmp_func(a, b, ctx);
-}
-
-/* "12.3 MB": decimal units, as the MB/s of copy volume. */
-static void human_bytes(char *dst, size_t cap, double b)
-{
-    const char *unit[] = {"B", "KB", "MB", "GB", "TB"};
-    int u = 0;
-    while (b >= 1000 && u < 4) {
-        b /= 1000;
-        u++;
-    }
-    snprintf(dst, cap, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
-}
-
-static int64_t line_alloc(const cal_line_stat *ls)
-{
-    return ls->mem.vol.alloc_python + ls->mem.vol.alloc_native;
-}
-
-static int cmp_line_alloc(const void *a, const void *b, void *ctx)
-{
-    const cal_profile *p = ctx;
-    int64_t x = line_alloc(cal_profile_line_at(p, *(const size_t *)a));
-    int64_t y = line_alloc(cal_profile_line_at(p, *(const size_t *)b));
-    if (x != y)
-        return x < y ? 1 : -1;
-    return cmp_line(a, b, ctx);
-}
-
-static void line_label(const cal_profile *p, const cal_line_stat *ls, source_cache *sc,
-                       char *label, size_t cap)
-{
-    char text[512];
-    const char *path = cal_profile_string_at(p, ls->file);
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    source_line(sc, path, ls->line, text, sizeof text);
-    snprintf(label, cap, "%s:%d  %s", base, ls->line, text);
-}
-
-#define TOP_MEM_LINES 5
-#define MEM_COLUMNS_WIDTH 44
-
-/* The memory headline and leaks into `out`, the table into `table`. */
-static void summary_memory(const cal_profile *p, int width, cal_buf *out, cal_buf *table)
-{
-    const cal_memory *mem = cal_profile_memory_at(p);
-    if (!mem->enabled)
-        return;
-    char peak[32], alloc[32], copied[32];
-    human_bytes(peak, sizeof peak, (double)mem->peak);
-    int64_t all = mem->alloc_python + mem->alloc_native;
-    human_bytes(alloc, sizeof alloc, (double)all);
-    human_bytes(copied, sizeof copied, (double)mem->copied);
-    cal_buf head;
-    cal_buf_init(&head);
-    cal_buf_printf(&head, "calipers: memory peak %s (Python %d%%)", peak,
-                   pct(mem->peak_python, mem->peak));
-    const cal_line_stat *pl = mem->peak_line < cal_profile_nlines(p)
-                                  ? cal_profile_line_at(p, mem->peak_line) : NULL;
-    if (pl) {
-        const char *path = cal_profile_string_at(p, pl->file);
-        const char *base = strrchr(path, '/');
-        cal_buf_printf(&head, " reached at %s:%d", base ? base + 1 : path, pl->line);
-    }
-    cal_buf_printf(&head, "; allocated %s (Python %d%%); copied %s", alloc,
-                   pct(mem->alloc_python, all), copied);
-    if (head.data)
-        add_wrapped(out, head.data, width, 10);
-    cal_buf_free(&head);
-
-    size_t nleaks;
-    size_t *leaks = leak_index(p, &nleaks);
-    for (size_t k = 0; k < nleaks; k++) {
-        const cal_line_stat *ls = cal_profile_line_at(p, leaks[k]);
-        const char *path = cal_profile_string_at(p, ls->file);
-        const char *base = strrchr(path, '/');
-        char rate[32], held[32];
-        human_bytes(rate, sizeof rate, leak_rate(ls));
-        human_bytes(held, sizeof held, (double)ls->mem.live);
-        cal_buf line;
-        cal_buf_init(&line);
-        cal_buf_printf(&line, "calipers: likely leak at %s:%d: %s still held, growing %s/s "
-                              "(likelihood %.0f%%)",
-                       base ? base + 1 : path, ls->line, held, rate,
-                       100 * leak_likelihood(ls->mem.leak_tracked, ls->mem.leak_freed));
-        if (line.data)
-            add_wrapped(out, line.data, width, 10);
-        cal_buf_free(&line);
-    }
-    free(leaks);
-
-    size_t nl = cal_profile_nlines(p);
-    size_t *idx = nl ? sorted_index(p, nl, cmp_line_alloc) : NULL;
-    if (!idx || line_alloc(cal_profile_line_at(p, idx[0])) <= 0) {
-        free(idx);
-        return;
-    }
-    cal_buf_printf(table, "\n   %-10s%7s %11s %10s  %s\n", "allocated", "python", "peak held",
-                   "copy MB/s", "top lines by memory");
-    source_cache sc = {0};
-    char label[600];
-    for (size_t k = 0; k < nl && k < TOP_MEM_LINES; k++) {
-        const cal_line_stat *ls = cal_profile_line_at(p, idx[k]);
-        int64_t a = line_alloc(ls);
-        if (a <= 0)
-            break;
-        char ab[32], held[32];
-        human_bytes(ab, sizeof ab, (double)a);
-        human_bytes(held, sizeof held, (double)ls->mem.live_peak);
-        int64_t ns = cal_times_all(&ls->t);
-        double mbs = ns > 0 ? (double)ls->mem.vol.copied / 1e6 / ((double)ns / 1e9) : 0;
-        cal_buf_printf(table, " %11s %6d%% %11s %10.0f  ", ab, pct(ls->mem.vol.alloc_python, a),
-                       held, mbs);
-        line_label(p, ls, &sc, label, sizeof label);
-        add_clipped(table, label, width - MEM_COLUMNS_WIDTH - 1);
-        cal_buf_puts(table, "\n");
-    }
-    free(sc.path);
-    free(sc.text);
-    free(idx);
-}
-
-#define TOP_LINES 10
-#define TOP_FUNCS 5
-#define COLUMNS_WIDTH 48 /* width of split_columns() output */
-
-void cal_report_summary(const cal_profile *p, const cal_meta *m, const char *outfile,
-                        int width, cal_buf *out)
-{
-    if (width < 60)
-        width = 60;
-    totals t;
-    compute_totals(p, &t);
-    int64_t whole = cal_times_all(&t.all);
-    int64_t cpu = cal_times_cpu(&t.all);
-    /* The program as the user named it on the command line. */
-    const char *what = m->argc ? m->argv[0] : m->script ? display_path(m->script, m->cwd) : m->module;
-
-    cal_buf head;
-    cal_buf_init(&head);
-    cal_buf_printf(&head, "calipers: %s ran %.2f s; CPU %.2f s (Python %d%%, native %d%%, "
-                          "system %d%%), waiting %.2f s",
-                   what ? what : "?", (double)cal_profile_wall(p) / 1e9,
-                   (double)cpu / 1e9, pct(t.all.python_ns, cpu), pct(t.all.native_ns, cpu),
-                   pct(t.all.system_ns, cpu), (double)t.all.waiting_ns / 1e9);
-    if (cal_profile_nthreads(p) > 1)
-        cal_buf_printf(&head, " across %zu threads", cal_profile_nthreads(p));
-    if (head.data)
-        add_wrapped(out, head.data, width, 10);
-    cal_buf_free(&head);
-    cal_buf memory;
-    cal_buf_init(&memory);
-    summary_memory(p, width, out, &memory);
-
-    cal_buf notes;
-    cal_buf_init(&notes);
-    if (cal_report_notes(p, m, &notes)) {
-        for (char *s = notes.data, *nl; s && (nl = strchr(s, '\n')); s = nl + 1) {
-            *nl = '\0';
-            cal_buf line;
-            cal_buf_init(&line);
-            cal_buf_printf(&line, "calipers: note: %s", s);
-            if (line.data)
-                add_wrapped(out, line.data, width, 16);
-            cal_buf_free(&line);
-        }
-    }
-    cal_buf_free(&notes);
-
-    size_t nl = cal_profile_nlines(p), nf = cal_profile_nfuncs(p);
-    if (nl) {
-        size_t *idx = sorted_index(p, nl, cmp_line_time);
-        if (idx) {
-            cal_buf_printf(out, "\n   %-8s%5s %7s %7s %7s %7s  %s\n", "time", "%", "python",
-                           "native", "system", "waiting", "top lines");
-            source_cache sc = {0};
-            char text[512], label[600];
-            for (size_t k = 0; k < nl && k < TOP_LINES; k++) {
-                const cal_line_stat *ls = cal_profile_line_at(p, idx[k]);
-                if (cal_times_all(&ls->t) == 0)
-                    break;
-                const char *path = cal_profile_string_at(p, ls->file);
-                const char *base = strrchr(path, '/');
-                base = base ? base + 1 : path;
-                source_line(&sc, path, ls->line, text, sizeof text);
-                snprintf(label, sizeof label, "%s:%d  %s", base, ls->line, text);
-                cal_buf_puts(out, " ");
-                split_columns(out, &ls->t, whole);
-                add_clipped(out, label, width - COLUMNS_WIDTH - 1);
-                cal_buf_puts(out, "\n");
-            }
-            free(sc.path);
-            free(sc.text);
-            free(idx);
-        }
-    }
-    if (nf) {
-        size_t *idx = sorted_index(p, nf, cmp_func_time);
-        if (idx) {
-            cal_buf_printf(out, "\n   %-8s%5s %7s %7s %7s %7s  %s\n", "time", "%", "python",
-                           "native", "system", "waiting", "top functions (inclusive)");
-            char label[600];
-            for (size_t k = 0; k < nf && k < TOP_FUNCS; k++) {
-                const cal_func_stat *fs = cal_profile_func_at(p, idx[k]);
-                if (cal_times_all(&fs->total) == 0)
-                    break;
-                const char *path = cal_profile_string_at(p, fs->file);
-                const char *base = strrchr(path, '/');
-                base = base ? base + 1 : path;
-                snprintf(label, sizeof label, "%s  (%s:%d)", cal_profile_string_at(p, fs->name),
-                         base, fs->first_line);
-                cal_buf_puts(out, " ");
-                split_columns(out, &fs->total, whole);
-                add_clipped(out, label, width - COLUMNS_WIDTH - 1);
-                cal_buf_puts(out, "\n");
-            }
-            free(idx);
-        }
-    }
-    if (memory.data)
-        cal_buf_puts(out, memory.data);
-    cal_buf_free(&memory);
-    if (outfile)
-        cal_buf_printf(out, "\ncalipers: profile written to %s\n", outfile);
 }

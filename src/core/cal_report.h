@@ -1,7 +1,7 @@
 /*
- * cal_report — turns a cal_profile into the versioned JSON profile and into
- * the short terminal summary printed at exit.  Plain C, no Python; reads the
- * profiled source files only to show line text in the summary.
+ * cal_report — turns a cal_profile into the versioned JSON profile.  Plain C,
+ * no Python; reads the profiled source files to embed their text (the
+ * renderers, cal_view.h, read only the JSON).
  *
  * Output is deterministic: files sorted by path, lines by number, functions
  * by first line and name, threads in the order first seen.
@@ -46,9 +46,5 @@ size_t cal_report_notes(const cal_profile *p, const cal_meta *m, cal_buf *out);
 /* Append the JSON profile to `out`. */
 void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out);
 
-/* Append the terminal summary (plain text, at most `width` columns) to
-   `out`.  outfile names where the JSON went (NULL: not written). */
-void cal_report_summary(const cal_profile *p, const cal_meta *m, const char *outfile,
-                        int width, cal_buf *out);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "cal_buf.h"
 #include "cal_report.h"
+#include "cal_view.h"
 #include "codeinfo.h"
 #include "memory.h"
 #include "sampler.h"
@@ -245,12 +246,9 @@ static void meta_free(meta_holder *h)
     free_str_list(h->exclude, h->nexclude);
 }
 
-enum render_kind { RENDER_JSON, RENDER_SUMMARY };
-
-/* Render the profile into b (initialised here).  On success return 0; on
+/* The JSON profile into b (initialised here).  On success return 0; on
    error set an exception, leave b empty and return -1. */
-static int render(PyObject *meta, enum render_kind kind, const char *outfile, int width,
-                  cal_buf *b)
+static int render(PyObject *meta, cal_buf *b)
 {
     cal_buf_init(b);
     cal_profile *p = calx_sampler_profile();
@@ -263,10 +261,7 @@ static int render(PyObject *meta, enum render_kind kind, const char *outfile, in
         meta_free(&h);
         return -1;
     }
-    if (kind == RENDER_JSON)
-        cal_report_json(p, &h.m, b);
-    else
-        cal_report_summary(p, &h.m, outfile, width, b);
+    cal_report_json(p, &h.m, b);
     meta_free(&h);
     if (!cal_buf_ok(b)) {
         cal_buf_free(b);
@@ -290,14 +285,14 @@ static PyObject *py_json(PyObject *self, PyObject *meta)
 {
     (void)self;
     cal_buf b;
-    if (render(meta, RENDER_JSON, NULL, 0, &b) != 0)
+    if (render(meta, &b) != 0)
         return NULL;
     return buf_to_str_free(&b);
 }
 
 PyDoc_STRVAR(write_json_doc,
-"write_json(path, meta)\n\nWrite the profile to path atomically (a temporary file\n"
-"renamed over it).  Raises OSError on failure.");
+"write_json(path, meta) -> str\n\nWrite the profile to path atomically (a temporary file\n"
+"renamed over it) and return its text.  Raises OSError on failure.");
 
 static PyObject *py_write_json(PyObject *self, PyObject *args)
 {
@@ -306,7 +301,7 @@ static PyObject *py_write_json(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O&O", PyUnicode_FSConverter, &path_obj, &meta))
         return NULL;
     cal_buf b;
-    if (render(meta, RENDER_JSON, NULL, 0, &b) != 0) {
+    if (render(meta, &b) != 0) {
         Py_DECREF(path_obj);
         return NULL;
     }
@@ -314,29 +309,98 @@ static PyObject *py_write_json(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     rc = cal_buf_write_file(&b, PyBytes_AS_STRING(path_obj));
     Py_END_ALLOW_THREADS
-    cal_buf_free(&b);
-    if (rc != 0)
+    if (rc != 0) {
+        cal_buf_free(&b);
         PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
-    Py_DECREF(path_obj);
-    if (rc != 0)
+        Py_DECREF(path_obj);
         return NULL;
-    Py_RETURN_NONE;
+    }
+    Py_DECREF(path_obj);
+    return buf_to_str_free(&b);
 }
 
-PyDoc_STRVAR(summary_doc,
-"summary(meta, outfile, width) -> str\n\nThe short terminal summary of the profile.");
+/* Parse and check a profile's text.  On success return 0; on error set
+   ValueError (the one-line reason) and return -1. */
+static int parse_profile(const char *text, Py_ssize_t len, cal_jdoc *doc)
+{
+    char err[256], why[300];
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cal_jdoc_parse(doc, text, (size_t)len, err, sizeof err);
+    if (rc == 0)
+        rc = cal_view_check(doc->root, why, sizeof why);
+    else
+        snprintf(why, sizeof why, "corrupt profile: %s", err);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) {
+        cal_jdoc_free(doc);
+        PyErr_SetString(PyExc_ValueError, why);
+    }
+    return rc;
+}
 
-static PyObject *py_summary(PyObject *self, PyObject *args)
+PyDoc_STRVAR(render_text_doc,
+"render_text(profile, width, tty, min_percent, max_rows, outfile) -> str\n\n"
+"The terminal report of a JSON profile (str or bytes): `width` columns,\n"
+"ANSI colour and glyphs if `tty`, lines holding at least `min_percent` of\n"
+"time or memory, at most `max_rows` of them; `outfile` (or None) is named\n"
+"at the end.  Raises ValueError for a corrupt or foreign profile.");
+
+static PyObject *py_render_text(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *meta;
-    const char *outfile;
-    int width;
-    if (!PyArg_ParseTuple(args, "Ozi", &meta, &outfile, &width))
+    const char *text, *outfile;
+    Py_ssize_t len;
+    int width, tty, max_rows;
+    double min_percent;
+    if (!PyArg_ParseTuple(args, "s#ipdiz", &text, &len, &width, &tty, &min_percent, &max_rows,
+                          &outfile))
+        return NULL;
+    cal_jdoc doc;
+    if (parse_profile(text, len, &doc) != 0)
+        return NULL;
+    cal_view_opts o = {width, tty, min_percent, max_rows, outfile};
+    cal_buf b;
+    cal_buf_init(&b);
+    Py_BEGIN_ALLOW_THREADS
+    cal_view_text(doc.root, &o, &b);
+    Py_END_ALLOW_THREADS
+    cal_jdoc_free(&doc);
+    if (!cal_buf_ok(&b)) {
+        cal_buf_free(&b);
+        return PyErr_NoMemory();
+    }
+    return buf_to_str_free(&b);
+}
+
+extern const char calx_viewer_html[];
+extern const size_t calx_viewer_html_len;
+
+PyDoc_STRVAR(render_html_doc,
+"render_html(profile) -> str\n\n"
+"The self-contained HTML viewer of a JSON profile (str or bytes).\n"
+"Raises ValueError for a corrupt or foreign profile.");
+
+static PyObject *py_render_html(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *text;
+    Py_ssize_t len;
+    if (!PyArg_ParseTuple(args, "s#", &text, &len))
+        return NULL;
+    cal_jdoc doc;
+    if (parse_profile(text, len, &doc) != 0)
         return NULL;
     cal_buf b;
-    if (render(meta, RENDER_SUMMARY, outfile, width, &b) != 0)
-        return NULL;
+    cal_buf_init(&b);
+    Py_BEGIN_ALLOW_THREADS
+    cal_view_html(doc.root, text, (size_t)len, calx_viewer_html, calx_viewer_html_len, &b);
+    Py_END_ALLOW_THREADS
+    cal_jdoc_free(&doc);
+    if (!cal_buf_ok(&b)) {
+        cal_buf_free(&b);
+        return PyErr_NoMemory();
+    }
     return buf_to_str_free(&b);
 }
 
@@ -347,7 +411,8 @@ static PyMethodDef methods[] = {
     {"set_thread_names", py_set_thread_names, METH_O, set_thread_names_doc},
     {"json", py_json, METH_O, json_doc},
     {"write_json", py_write_json, METH_VARARGS, write_json_doc},
-    {"summary", py_summary, METH_VARARGS, summary_doc},
+    {"render_text", py_render_text, METH_VARARGS, render_text_doc},
+    {"render_html", py_render_html, METH_VARARGS, render_html_doc},
     {NULL, NULL, 0, NULL},
 };
 

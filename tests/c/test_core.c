@@ -1,6 +1,7 @@
 /*
- * Unit tests of src/core: maps, the profile store, the JSON writer, the
- * report, the clocks and the random intervals.  Plain checks, run by
+ * Unit tests of src/core: maps, the profile store, the JSON writer and
+ * reader, the renderers (and a mutation fuzzer over them), the clocks and
+ * the random intervals.  Plain checks, run by
  * `make test` and under ASan/UBSan by `make test-sanitize`.  Ends with the
  * line "N passed, M failed"; exits non-zero on any failure.
  */
@@ -9,11 +10,13 @@
 #include "cal_buf.h"
 #include "cal_clock.h"
 #include "cal_json.h"
+#include "cal_jsonr.h"
 #include "cal_map.h"
 #include "cal_profile.h"
 #include "cal_rand.h"
 #include "cal_report.h"
 #include "cal_series.h"
+#include "cal_view.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -187,6 +190,30 @@ static void test_json_writer(void)
     cal_buf_free(&b);
 }
 
+/* The widest line of terminal text, in columns: ANSI sequences take none. */
+static int max_visible_width(const char *s)
+{
+    int widest = 0, cols = 0;
+    for (; *s; s++) {
+        if (*s == '\033') {
+            while (*s && *s != 'm')
+                s++;
+            if (!*s)
+                break;
+            continue;
+        }
+        if (*s == '\n') {
+            widest = cols > widest ? cols : widest;
+            cols = 0;
+        } else if ((*s & 0xC0) != 0x80) {
+            cols++;
+        }
+    }
+    return cols > widest ? cols : widest;
+}
+
+static void test_fuzz(const char *generated, size_t n);
+
 static void test_report_deterministic(void)
 {
     cal_profile *p1 = cal_profile_new(), *p2 = cal_profile_new();
@@ -205,25 +232,228 @@ static void test_report_deterministic(void)
     CHECK(a && bb && a < bb);
     const char *l11 = strstr(b1.data, "\"line\": 11"), *l13 = strstr(b1.data, "\"line\": 13");
     CHECK(l11 && l13 && l11 < l13);
+
+    /* The renderers read it back: the terminal report fits the width, in
+       colour and in plain ASCII. */
+    cal_jdoc doc;
+    char err[200];
+    CHECK(cal_jdoc_parse(&doc, b1.data, b1.len, err, sizeof err) == 0);
+    CHECK(cal_view_check(doc.root, err, sizeof err) == 0);
+    cal_buf s;
+    for (int tty = 0; tty <= 1; tty++) {
+        cal_view_opts o = {100, tty, 1.0, 300, "out.json"};
+        cal_buf_init(&s);
+        cal_view_text(doc.root, &o, &s);
+        CHECK(s.data && strstr(s.data, "a.py") != NULL);
+        CHECK(strstr(s.data, "out.json") != NULL);
+        CHECK(max_visible_width(s.data) <= 100);
+        if (!tty) {
+            int ascii = 1;
+            for (const char *c = s.data; *c; c++)
+                ascii &= (unsigned char)*c < 0x80 && *c != '\033';
+            CHECK(ascii);
+        }
+        cal_buf_free(&s);
+    }
+    cal_jdoc_free(&doc);
+    test_fuzz(b1.data, b1.len);
     cal_buf_free(&b1);
     cal_buf_free(&b2);
-
-    cal_buf s;
-    cal_buf_init(&s);
-    cal_report_summary(p1, &m, "out.json", 100, &s);
-    CHECK(strstr(s.data, "top lines") != NULL);
-    CHECK(strstr(s.data, "out.json") != NULL);
-    int ok = 1;
-    for (char *line = s.data, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
-        int cols = 0;
-        for (char *c = line; c < nl; c++)
-            cols += (*c & 0xC0) != 0x80;
-        ok &= cols <= 100;
-    }
-    CHECK(ok);
-    cal_buf_free(&s);
     cal_profile_free(p1);
     cal_profile_free(p2);
+}
+
+static void test_jsonr(void)
+{
+    static const char *text =
+        "\xEF\xBB\xBF {\"a\": [1, -2.5e3, 0.000125, 1e-310, 12345678901234567890123],"
+        " \"s\": \"x\\u00e9\\ud83d\\ude00\\n\\\"\", \"t\": true, \"f\": false, \"z\": null,"
+        " \"bad\": \"\xff\", \"lone\": \"\\udc00\", \"e\": {}, \"ea\": []}";
+    cal_jdoc d;
+    char err[128];
+    CHECK(cal_jdoc_parse(&d, text, strlen(text), err, sizeof err) == 0);
+    const cal_jv *a = cal_jv_get(d.root, "a");
+    CHECK(cal_jv_len(a) == 5);
+    CHECK(cal_jv_num(cal_jv_at(a, 0), 0) == 1);
+    CHECK(cal_jv_num(cal_jv_at(a, 1), 0) == -2500);
+    CHECK(fabs(cal_jv_num(cal_jv_at(a, 2), 0) - 0.000125) < 1e-18);
+    CHECK(cal_jv_num(cal_jv_at(a, 3), 1) > 0 && cal_jv_num(cal_jv_at(a, 3), 1) < 1e-300);
+    CHECK(fabs(cal_jv_num(cal_jv_at(a, 4), 0) / 1.2345678901234568e22 - 1) < 1e-12);
+    CHECK(strcmp(cal_jv_getstr(d.root, "s", ""), "x\xC3\xA9\xF0\x9F\x98\x80\n\"") == 0);
+    CHECK(cal_jv_bool(cal_jv_get(d.root, "t"), 0) == 1 && cal_jv_bool(cal_jv_get(d.root, "f"), 1) == 0);
+    CHECK(cal_jv_is(cal_jv_get(d.root, "z"), CAL_JNULL));
+    CHECK(strcmp(cal_jv_getstr(d.root, "bad", ""), "\xEF\xBF\xBD") == 0);  /* U+FFFD */
+    CHECK(strcmp(cal_jv_getstr(d.root, "lone", ""), "\xEF\xBF\xBD") == 0);
+    CHECK(cal_jv_is(cal_jv_get(d.root, "e"), CAL_JOBJ) && cal_jv_len(cal_jv_get(d.root, "ea")) == 0);
+    /* Wrong types and missing keys answer the default. */
+    CHECK(cal_jv_get(a, "x") == NULL && cal_jv_at(d.root, 99) == NULL);
+    CHECK(cal_jv_getnum(d.root, "s", 7) == 7 && cal_jv_getstr(NULL, "s", NULL) == NULL);
+    cal_jdoc_free(&d);
+
+    static const struct { const char *text, *where; } bad[] = {
+        {"", "line 1 column 1"},      {"{\"a\" 1}", "expected ':'"},
+        {"[1,]", "line 1 column 4"},  {"[01]", "expected ','"},
+        {"\"abc", "unterminated"},    {"{\"a\":1}}", "after the document"},
+        {"[1e999]", "out of range"},  {"\"\\x\"", "invalid escape"},
+        {"\"a\tb\"", "control character"}, {"[1,\n 2,\n x]", "line 3 column 2"},
+        {"nul", "unexpected"},        {"-", "invalid number"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = cal_jdoc_parse(&d, bad[i].text, strlen(bad[i].text), err, sizeof err);
+        CHECK(rc == -1 && strstr(err, bad[i].where) != NULL);
+        if (rc == 0 || !strstr(err, bad[i].where))
+            fprintf(stderr, "  %s -> %s\n", bad[i].text, err);
+        cal_jdoc_free(&d);
+    }
+    /* Nesting is limited (no stack overflow on hostile input). */
+    char deep[4096];
+    memset(deep, '[', sizeof deep);
+    CHECK(cal_jdoc_parse(&d, deep, sizeof deep, err, sizeof err) == -1 && strstr(err, "deeply"));
+    cal_jdoc_free(&d);
+
+    /* The check: schema name and shape. */
+    static const struct { const char *text, *why; } foreign[] = {
+        {"[]", "not a calipers profile"},
+        {"{\"schema\": \"calipers/2\"}", "calipers/2"},
+        {"{\"schema\": \"calipers/1\", \"program\": {}, \"summary\": {}}", "\"files\""},
+    };
+    for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++) {
+        CHECK(cal_jdoc_parse(&d, foreign[i].text, strlen(foreign[i].text), err, sizeof err) == 0);
+        CHECK(cal_view_check(d.root, err, sizeof err) == -1 && strstr(err, foreign[i].why));
+        cal_jdoc_free(&d);
+    }
+}
+
+/* The HTML page: holes filled, and nothing in the profile can end the
+   <script> element or turn into markup. */
+static void test_html(void)
+{
+    static const char *tmpl = "<title>CALIPERS_TITLE</title><script>CALIPERS_PROFILE</script>";
+    static const char *json = "{\"schema\": \"calipers/1\", \"program\": {\"argv\": "
+                              "[\"/x/<img src=x onerror=alert(1)>.py\"]}, \"summary\": {}, "
+                              "\"files\": [{\"source\": [\"</script><script>alert(1)</script>\"]}]}";
+    cal_jdoc d;
+    char err[128];
+    CHECK(cal_jdoc_parse(&d, json, strlen(json), err, sizeof err) == 0);
+    cal_buf b;
+    cal_buf_init(&b);
+    cal_view_html(d.root, json, strlen(json), tmpl, strlen(tmpl), &b);
+    CHECK(strstr(b.data, "<title>&lt;img src=x onerror=alert(1)&gt;.py</title>") != NULL);
+    CHECK(strstr(b.data, "\\u003c/script>\\u003cscript>alert(1)\\u003c/script>") != NULL);
+    /* One <script> and one </script>: the template's. */
+    const char *first = strstr(b.data, "</script>");
+    CHECK(first && strstr(first + 1, "</script>") == NULL);
+    cal_buf_free(&b);
+    cal_jdoc_free(&d);
+}
+
+static uint64_t fuzz_state = 88172645463325252ull;
+
+static uint64_t fuzz_next(void)
+{
+    fuzz_state ^= fuzz_state << 13;
+    fuzz_state ^= fuzz_state >> 7;
+    fuzz_state ^= fuzz_state << 17;
+    return fuzz_state;
+}
+
+/* Mutation fuzzing of the reader and both renderers: flip, insert, delete
+   and duplicate bytes of real profiles; whatever parses and passes the
+   check is rendered at a random width, in both modes.  Under ASan/UBSan
+   (the c-core-sanitize tier) any out-of-bounds access or UB fails it. */
+static void fuzz_profile(const char *seed, size_t n, int rounds)
+{
+    char *buf = malloc(n * 2 + 64);
+    size_t parsed = 0, rendered = 0;
+    for (int r = 0; r < rounds; r++) {
+        size_t len = n;
+        memcpy(buf, seed, n);
+        int edits = 1 + (int)(fuzz_next() % 8);
+        for (int e = 0; e < edits && len > 1; e++) {
+            size_t at = fuzz_next() % len;
+            static const char interesting[] = "{}[]\",:\\0-e.\x01\x1b\xff\xc3";
+            char c = fuzz_next() % 2 ? (char)(fuzz_next() & 0xFF)
+                                     : interesting[fuzz_next() % (sizeof interesting - 1)];
+            switch (fuzz_next() % 5) {
+            case 0: buf[at] = c; break;
+            case 1: /* insert */
+                if (len < n * 2 + 32) {
+                    memmove(buf + at + 1, buf + at, len - at);
+                    buf[at] = c;
+                    len++;
+                }
+                break;
+            case 2: /* delete a run */ {
+                size_t k = 1 + fuzz_next() % 16;
+                if (at + k > len)
+                    k = len - at;
+                memmove(buf + at, buf + at + k, len - at - k);
+                len -= k;
+                break;
+            }
+            case 3: len = at + 1; break; /* truncate */
+            default: /* duplicate a run */ {
+                size_t k = 1 + fuzz_next() % 32;
+                if (at + k > len)
+                    k = len - at;
+                if (len + k <= n * 2 + 32) {
+                    memmove(buf + at + k, buf + at, len - at);
+                    len += k;
+                }
+            }
+            }
+        }
+        cal_jdoc d;
+        char err[128];
+        if (cal_jdoc_parse(&d, buf, len, err, sizeof err) == 0) {
+            parsed++;
+            if (cal_view_check(d.root, err, sizeof err) == 0) {
+                cal_view_opts o = {60 + (int)(fuzz_next() % 140), (int)(fuzz_next() % 2), 1.0,
+                                   300, NULL};
+                cal_buf b;
+                cal_buf_init(&b);
+                cal_view_text(d.root, &o, &b);
+                if (b.data && max_visible_width(b.data) > o.width) {
+                    CHECK(max_visible_width(b.data) <= o.width);
+                    for (char *ln = b.data, *nl; (nl = strchr(ln, '\n')); ln = nl + 1) {
+                        *nl = '\0';
+                        if (max_visible_width(ln) > o.width) {
+                            fprintf(stderr, "  wider than %d: %s\n", o.width, ln);
+                            break;
+                        }
+                    }
+                }
+                cal_view_html(d.root, buf, len, "CALIPERS_TITLE CALIPERS_PROFILE", 31, &b);
+                cal_buf_free(&b);
+                rendered++;
+            }
+        }
+        cal_jdoc_free(&d);
+    }
+    free(buf);
+    CHECK(parsed > 0 && rendered > 0); /* the fuzzer reached the renderers */
+}
+
+static void test_fuzz(const char *generated, size_t n)
+{
+    fuzz_profile(generated, n, 4000);
+    static const char *const fixtures[] = {"tests/data/memory.json", "tests/data/cpu.json",
+                                           "tests/data/empty.json"};
+    for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
+        FILE *f = fopen(fixtures[i], "rb");
+        CHECK(f != NULL); /* run from the repository root */
+        if (!f)
+            continue;
+        cal_buf b;
+        cal_buf_init(&b);
+        char chunk[65536];
+        size_t k;
+        while ((k = fread(chunk, 1, sizeof chunk, f)) > 0)
+            cal_buf_add(&b, chunk, k);
+        fclose(f);
+        fuzz_profile(b.data, b.len, 1500);
+        cal_buf_free(&b);
+    }
 }
 
 static void test_notes(void)
@@ -414,6 +644,8 @@ int main(void)
     test_strings();
     test_profile();
     test_json_writer();
+    test_jsonr();
+    test_html();
     test_report_deterministic();
     test_notes();
     test_rand();

@@ -1,0 +1,63 @@
+/*
+ * cal_jsonr — a small JSON reader: parses a whole document (RFC 8259) into a
+ * read-only tree owned by a cal_jdoc, for the report renderers, which read
+ * saved profiles.  Input is untrusted (a file the user names): every byte is
+ * checked, nesting is limited, numbers are parsed without the C locale
+ * (a program may have called setlocale), and a parse error says where.
+ * Fuzzed by tests/c (mutations of real profiles under ASan/UBSan).
+ */
+#ifndef CAL_JSONR_H
+#define CAL_JSONR_H
+
+#include <stddef.h>
+
+#define CAL_JSONR_MAX_DEPTH 64
+
+typedef enum cal_jtype {
+    CAL_JNULL,
+    CAL_JBOOL,
+    CAL_JNUM,
+    CAL_JSTR,
+    CAL_JARR,
+    CAL_JOBJ,
+} cal_jtype;
+
+typedef struct cal_jv cal_jv;
+struct cal_jv {
+    cal_jtype type;
+    size_t n;        /* array, object: children; string: bytes (it may hold NUL) */
+    const char *key; /* the member name, for a child of an object; else NULL */
+    union {
+        int boolean;
+        double num;
+        const char *str; /* NUL-terminated UTF-8 */
+        cal_jv *kids;    /* n children, in document order */
+    } u;
+};
+
+typedef struct cal_jdoc {
+    struct cal_jblock *blocks; /* the arena that holds every node and string */
+    cal_jv *root;
+} cal_jdoc;
+
+/* Parse `len` bytes of `text`.  On success return 0 with d->root set; on
+   error return -1 and write a one-line reason ("line 3 column 7: expected
+   ':'") into err (cap bytes).  Either way release with cal_jdoc_free. */
+int cal_jdoc_parse(cal_jdoc *d, const char *text, size_t len, char *err, size_t cap);
+void cal_jdoc_free(cal_jdoc *d);
+
+/* Accessors: each accepts NULL and the wrong type, and then answers the
+   default (NULL, 0, dflt), so a renderer can walk an unexpected document
+   without checks at every step. */
+const cal_jv *cal_jv_get(const cal_jv *obj, const char *key);
+const cal_jv *cal_jv_at(const cal_jv *arr, size_t i);
+size_t cal_jv_len(const cal_jv *arr);
+double cal_jv_num(const cal_jv *v, double dflt);
+const char *cal_jv_str(const cal_jv *v, const char *dflt);
+int cal_jv_bool(const cal_jv *v, int dflt);
+int cal_jv_is(const cal_jv *v, cal_jtype t);
+/* Shorthands: cal_jv_num(cal_jv_get(obj, key), dflt), and the string. */
+double cal_jv_getnum(const cal_jv *obj, const char *key, double dflt);
+const char *cal_jv_getstr(const cal_jv *obj, const char *key, const char *dflt);
+
+#endif

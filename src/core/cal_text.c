@@ -1,0 +1,909 @@
+/*
+ * cal_text — the terminal report, rendered from a parsed JSON profile (see
+ * cal_view.h).  Deterministic: the same profile, width and mode give the
+ * same bytes, so tests compare it with golden files.
+ *
+ * WHAT IT SHOWS.  A header (the program, wall time, the CPU split, the
+ * memory peak with a sparkline of the footprint and its growth rate); then,
+ * per file, the lines that matter (at least min_percent of the program's
+ * time or of its allocated bytes) with one line of context each side, in
+ * source order, most important file first; then the file's functions; then
+ * the likely leaks; then the profile's notes.  Rows are never wrapped: the
+ * source text is cut to the width, and when the width is short the least
+ * important columns go first (the line's timeline, copy volume, held bytes,
+ * Python share).  At most max_rows source rows in all: the lines that matter
+ * most are kept.
+ *
+ * Text from the profile (source, paths, names) is the user's, not ours: any
+ * control character in it is shown as '?', so a profile cannot move the
+ * cursor or change colours on the terminal that shows it.
+ */
+#define _GNU_SOURCE /* qsort_r */
+#include "cal_view.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- reading the profile ------------------------------------------------ */
+
+typedef struct times {
+    double py, nat, sys, wait;
+} times;
+
+static times get_times(const cal_jv *o)
+{
+    times t = {cal_jv_getnum(o, "python_s", 0), cal_jv_getnum(o, "native_s", 0),
+               cal_jv_getnum(o, "system_s", 0), cal_jv_getnum(o, "waiting_s", 0)};
+    return t;
+}
+
+static double t_all(times t)
+{
+    return t.py + t.nat + t.sys + t.wait;
+}
+
+static double t_cpu(times t)
+{
+    return t.py + t.nat + t.sys;
+}
+
+/* Bytes allocated by a line or function record's memory (or volume) object. */
+static double alloc_of(const cal_jv *mem)
+{
+    return cal_jv_getnum(mem, "alloc_python_bytes", 0) + cal_jv_getnum(mem, "alloc_native_bytes", 0);
+}
+
+int cal_view_check(const cal_jv *root, char *err, size_t cap)
+{
+    const char *schema = cal_jv_getstr(root, "schema", NULL);
+    if (!schema || strncmp(schema, "calipers/", 9) != 0) {
+        snprintf(err, cap, "not a calipers profile (no \"schema\": \"%s\")", CAL_VIEW_SCHEMA);
+        return -1;
+    }
+    if (strcmp(schema, CAL_VIEW_SCHEMA) != 0) {
+        snprintf(err, cap, "profile schema %.40s is not the one this calipers reads (%s)", schema,
+                 CAL_VIEW_SCHEMA);
+        return -1;
+    }
+    static const char *const need[] = {"program", "summary", "files"};
+    for (size_t i = 0; i < sizeof need / sizeof *need; i++)
+        if (!cal_jv_is(cal_jv_get(root, need[i]), i == 2 ? CAL_JARR : CAL_JOBJ)) {
+            snprintf(err, cap, "corrupt profile: \"%s\" is missing or malformed", need[i]);
+            return -1;
+        }
+    return 0;
+}
+
+/* ---- text helpers ------------------------------------------------------ */
+
+/* Display columns of UTF-8 text (one per code point). */
+static int text_width(const char *s)
+{
+    int c = 0;
+    for (; *s; s++)
+        if ((*s & 0xC0) != 0x80)
+            c++;
+    return c;
+}
+
+/* Our sentences join a number to its unit with GLUE ("0.68 s"), shown as a
+   space where a wrapped line is never broken.  (A GLUE byte in the user's
+   text is shown as a space too: harmless.) */
+#define GLUE '\x01'
+
+/* Append `s` cut to `cols` columns ("…" or "~" marks the cut), control
+   characters as '?', tabs as four spaces. */
+static void add_text(cal_buf *out, const char *s, int cols, int tty)
+{
+    int w = 0;
+    for (const char *p = s; *p; p++)
+        if ((*p & 0xC0) != 0x80)
+            w += *p == '\t' ? 4 : 1;
+    int cut = w > cols;
+    int room = cut ? cols - 1 : cols;
+    int c = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && c < room;) {
+        if (*p == '\t') {
+            int n = room - c < 4 ? room - c : 4;
+            cal_buf_repeat(out, " ", n);
+            c += n;
+            p++;
+        } else if (*p == GLUE) {
+            cal_buf_puts(out, " ");
+            c++;
+            p++;
+        } else if (*p < 0x20 || *p == 0x7F) {
+            cal_buf_puts(out, "?");
+            c++;
+            p++;
+        } else if (*p == 0xC2 && p[1] >= 0x80 && p[1] < 0xA0) { /* C1 controls */
+            cal_buf_puts(out, "?");
+            c++;
+            p += 2;
+        } else {
+            size_t n = 1;
+            while ((p[n] & 0xC0) == 0x80)
+                n++;
+            cal_buf_add(out, (const char *)p, n);
+            c++;
+            p += n;
+        }
+    }
+    if (cut && cols > 0)
+        cal_buf_puts(out, tty ? "…" : "~");
+}
+
+/* Append text word-wrapped to `width` columns, continuation lines indented
+   by `indent` spaces. */
+static void add_wrapped(cal_buf *out, const char *text, int width, int indent, int tty)
+{
+    int col = 0;
+    const char *s = text;
+    while (*s) {
+        while (*s == ' ')
+            s++;
+        const char *e = s;
+        while (*e && *e != ' ')
+            e++;
+        if (e == s)
+            break;
+        char word[1024];
+        size_t n = (size_t)(e - s) < sizeof word - 1 ? (size_t)(e - s) : sizeof word - 1;
+        memcpy(word, s, n);
+        word[n] = '\0';
+        int wl = text_width(word);
+        if (col > indent && col + 1 + wl > width) {
+            cal_buf_puts(out, "\n");
+            cal_buf_repeat(out, " ", indent);
+            col = indent;
+        } else if (col > 0) {
+            cal_buf_puts(out, " ");
+            col++;
+        }
+        add_text(out, word, width - col, tty);
+        col += wl < width - col ? wl : width - col;
+        s = e;
+    }
+    cal_buf_puts(out, "\n");
+}
+
+/* "419.7MB" in columns, "419.7 MB" in prose (spaced): decimal units. */
+static void format_bytes(char *dst, size_t cap, double b, int spaced)
+{
+    static const char *const unit[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+    int u = 0;
+    while (fabs(b) >= 999.95 && u < 5) {
+        b /= 1000;
+        u++;
+    }
+    snprintf(dst, cap, u ? "%.1f%s%s" : "%.0f%s%s", b, spaced ? "\x01" : "", unit[u]);
+}
+
+static void human_bytes(char *dst, size_t cap, double b)
+{
+    format_bytes(dst, cap, b, 0);
+}
+
+static void prose_bytes(char *dst, size_t cap, double b)
+{
+    format_bytes(dst, cap, b, 1);
+}
+
+static void percent(char *dst, size_t cap, double part, double whole)
+{
+    if (whole <= 0 || part <= 0)
+        dst[0] = '\0';
+    else if (part / whole < 0.005)
+        snprintf(dst, cap, "<1%%");
+    else
+        snprintf(dst, cap, "%.0f%%", 100 * part / whole);
+}
+
+/* Columns of leading blanks (a tab is 4); -1 for a blank line. */
+static int indent_of(const char *s)
+{
+    int c = 0;
+    for (; *s == ' ' || *s == '\t'; s++)
+        c += *s == '\t' ? 4 : 1;
+    return *s ? c : -1;
+}
+
+/* s after `cols` columns of its leading blanks. */
+static const char *dedent(const char *s, int cols)
+{
+    int c = 0;
+    while (c < cols && (*s == ' ' || *s == '\t'))
+        c += *s++ == '\t' ? 4 : 1;
+    return s;
+}
+
+static const char *display_path(const char *path, const char *cwd)
+{
+    size_t n = cwd ? strlen(cwd) : 0;
+    if (n && strncmp(path, cwd, n) == 0 && path[n] == '/')
+        return path + n + 1;
+    return path;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+/* ---- glyphs and colour ------------------------------------------------- */
+
+#define RESET "\033[0m"
+#define BOLD "\033[1m"
+#define DIM "\033[2m"
+#define RED "\033[31m"
+
+/* Python, native, system, waiting. */
+static const char *const split_color[4] = {"\033[34m", "\033[32m", "\033[33m", "\033[90m"};
+static const char *const split_glyph[4] = {"█", "▓", "▒", "░"};
+static const char split_ascii[4] = {'#', '=', '-', '.'};
+
+static void style(cal_buf *out, int tty, const char *code)
+{
+    if (tty)
+        cal_buf_puts(out, code);
+}
+
+/* A bar of `cells` cells split in proportion to the four kinds of time
+   (largest remainder, so the cells always add up). */
+static void add_split(cal_buf *out, times t, int cells, int tty)
+{
+    double v[4] = {t.py, t.nat, t.sys, t.wait}, all = t_all(t);
+    int n[4] = {0}, used = 0;
+    if (all <= 0) {
+        cal_buf_repeat(out, " ", cells);
+        return;
+    }
+    double rem[4];
+    for (int k = 0; k < 4; k++) {
+        double exact = v[k] / all * cells;
+        n[k] = (int)exact;
+        rem[k] = exact - n[k];
+        used += n[k];
+    }
+    while (used < cells) {
+        int best = 0;
+        for (int k = 1; k < 4; k++)
+            if (rem[k] > rem[best])
+                best = k;
+        n[best]++;
+        rem[best] = -1;
+        used++;
+    }
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < n[k]; i++) {
+            if (tty) {
+                if (i == 0)
+                    cal_buf_puts(out, split_color[k]);
+                cal_buf_puts(out, split_glyph[k]);
+            } else
+                cal_buf_add(out, &split_ascii[k], 1);
+        }
+    style(out, tty, RESET);
+}
+
+static const char *const spark_tty[8] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+static const char spark_ascii[8] = {'.', ',', '-', '~', '=', '+', '*', '#'};
+
+/* A sparkline of a [[seconds, bytes], ...] timeline over [0, wall]: each
+   cell shows the highest value in its span (the last value before it when
+   no point falls in it); blank where nothing was held. */
+static void add_spark(cal_buf *out, const cal_jv *tl, double wall, int cells, int tty)
+{
+    size_t n = cal_jv_len(tl);
+    double top = 0;
+    for (size_t i = 0; i < n; i++)
+        top = fmax(top, cal_jv_num(cal_jv_at(cal_jv_at(tl, i), 1), 0));
+    if (top <= 0 || wall <= 0) {
+        cal_buf_repeat(out, " ", cells);
+        return;
+    }
+    size_t i = 0;
+    double last = 0;
+    for (int c = 0; c < cells; c++) {
+        double end = wall * (c + 1) / cells, v = last, seen = -1;
+        for (; i < n; i++) {
+            const cal_jv *pt = cal_jv_at(tl, i);
+            if (cal_jv_num(cal_jv_at(pt, 0), 0) > end)
+                break;
+            last = cal_jv_num(cal_jv_at(pt, 1), 0);
+            seen = fmax(seen, last);
+        }
+        if (seen >= 0)
+            v = seen;
+        if (v <= 0) {
+            cal_buf_puts(out, " ");
+            continue;
+        }
+        int k = (int)ceil(v / top * 8) - 1;
+        k = k < 0 ? 0 : k > 7 ? 7 : k;
+        if (tty)
+            cal_buf_puts(out, spark_tty[k]);
+        else
+            cal_buf_add(out, &spark_ascii[k], 1);
+    }
+}
+
+/* ---- the report --------------------------------------------------------- */
+
+typedef struct report {
+    const cal_jv *root;
+    const cal_view_opts *o;
+    cal_buf *out;
+    int width, tty;
+    const char *cwd;
+    double wall;     /* the run's wall time */
+    double time_all; /* every thread's time: the denominator of time shares */
+    double alloc_all; /* bytes allocated in all */
+    int memory;      /* memory was profiled */
+} report;
+
+/* A line's share of the program: the larger of its share of time and of
+   allocated bytes. */
+static double share(const report *r, times t, double alloc)
+{
+    double s = r->time_all > 0 ? t_all(t) / r->time_all : 0;
+    if (r->alloc_all > 0)
+        s = fmax(s, alloc / r->alloc_all);
+    return s;
+}
+
+static void header(report *r)
+{
+    const cal_jv *prog = cal_jv_get(r->root, "program");
+    const cal_jv *sum = cal_jv_get(r->root, "summary");
+    const char *what = cal_jv_str(cal_jv_at(cal_jv_get(prog, "argv"), 0), NULL);
+    if (!what)
+        what = cal_jv_getstr(prog, "module", "?");
+    times t = get_times(sum);
+    double cpu = t_cpu(t);
+    cal_buf h;
+    cal_buf_init(&h);
+    char py[8], nat[8], sys[8];
+    percent(py, sizeof py, t.py, cpu);
+    percent(nat, sizeof nat, t.nat, cpu);
+    percent(sys, sizeof sys, t.sys, cpu);
+    cal_buf_printf(&h, "calipers: %s ran %.2f\x01s; CPU %.2f\x01s (Python %s, native %s, "
+                       "system %s), waiting %.2f\x01s",
+                   what, r->wall, cpu, *py ? py : "0%", *nat ? nat : "0%", *sys ? sys : "0%",
+                   t.wait);
+    size_t nthreads = cal_jv_len(cal_jv_get(r->root, "threads"));
+    if (nthreads > 1)
+        cal_buf_printf(&h, " across %zu threads", nthreads);
+    if (h.data)
+        add_wrapped(r->out, h.data, r->width, 10, r->tty);
+    cal_buf_free(&h);
+
+    const cal_jv *mem = cal_jv_get(sum, "memory");
+    if (!r->memory)
+        return;
+    char peak[16], alloc[16], copied[16], growth[16];
+    prose_bytes(peak, sizeof peak, cal_jv_getnum(mem, "peak_bytes", 0));
+    prose_bytes(alloc, sizeof alloc, r->alloc_all);
+    prose_bytes(copied, sizeof copied, cal_jv_getnum(mem, "copied_bytes", 0));
+    prose_bytes(growth, sizeof growth, cal_jv_getnum(mem, "growth_bytes_per_s", 0));
+    cal_buf_init(&h);
+    cal_buf_printf(&h, "calipers: memory peak %s (Python %.0f%%)", peak,
+                   100 * cal_jv_getnum(mem, "peak_python_fraction", 0));
+    const cal_jv *pl = cal_jv_get(mem, "peak_line");
+    if (cal_jv_is(pl, CAL_JOBJ))
+        cal_buf_printf(&h, " reached at %s:%.0f", base_name(cal_jv_getstr(pl, "path", "?")),
+                       cal_jv_getnum(pl, "line", 0));
+    char apy[8];
+    percent(apy, sizeof apy, cal_jv_getnum(mem, "allocated_python_bytes", 0), r->alloc_all);
+    cal_buf_printf(&h, "; allocated %s (Python %s); copied %s", alloc, *apy ? apy : "0%", copied);
+    if (h.data)
+        add_wrapped(r->out, h.data, r->width, 10, r->tty);
+    cal_buf_free(&h);
+    int cells = r->width - 10 - 11 - 22 < 40 ? r->width - 10 - 11 - 22 : 40;
+    if (cells >= 8 && cal_jv_len(cal_jv_get(mem, "timeline")) > 1) {
+        cal_buf_puts(r->out, "          footprint ");
+        add_spark(r->out, cal_jv_get(mem, "timeline"), r->wall, cells, r->tty);
+        char tail[48];
+        snprintf(tail, sizeof tail, " growth %s/s", growth);
+        add_text(r->out, tail, (int)sizeof tail, r->tty);
+        cal_buf_puts(r->out, "\n");
+    }
+}
+
+/* ---- the per-file tables ------------------------------------------------- */
+
+enum { C_LINE, C_TIME, C_PCT, C_SPLIT, C_ALLOC, C_PYPCT, C_HELD, C_SPARK, C_COPY, NCOL };
+
+static const struct {
+    const char *head;
+    int width; /* including the separating space before it */
+} COLS[NCOL] = {
+    {"line", 6}, {"time", 8}, {"%", 5}, {"split", 11}, {"alloc", 8},
+    {"py%", 5},  {"held", 8}, {"timeline", 11}, {"copy/s", 8},
+};
+
+#define MIN_SOURCE 32
+#define SPLIT_CELLS 10
+#define SPARK_CELLS 10
+
+/* Choose the columns: memory ones only with memory, copy only if a line
+   copies; then drop the least important until the source has room. */
+static void choose_columns(const report *r, int any_copy, int on[NCOL])
+{
+    for (int c = 0; c < NCOL; c++)
+        on[c] = c < C_ALLOC || r->memory;
+    if (!any_copy)
+        on[C_COPY] = 0;
+    static const int drop[] = {C_SPARK, C_COPY, C_HELD, C_PYPCT};
+    for (size_t k = 0; k < sizeof drop / sizeof *drop; k++) {
+        int used = 2;
+        for (int c = 0; c < NCOL; c++)
+            used += on[c] ? COLS[c].width : 0;
+        if (r->width - used >= MIN_SOURCE)
+            break;
+        on[drop[k]] = 0;
+    }
+}
+
+static int columns_width(const int on[NCOL])
+{
+    int used = 2;
+    for (int c = 0; c < NCOL; c++)
+        used += on[c] ? COLS[c].width : 0;
+    return used;
+}
+
+static void column_heads(report *r, const int on[NCOL], const char *last)
+{
+    style(r->out, r->tty, DIM);
+    for (int c = 0; c < NCOL; c++) {
+        if (!on[c])
+            continue;
+        if (c == C_SPLIT || c == C_SPARK)
+            cal_buf_printf(r->out, " %-*s", COLS[c].width - 1, COLS[c].head);
+        else
+            cal_buf_printf(r->out, "%*s", COLS[c].width, COLS[c].head);
+    }
+    cal_buf_puts(r->out, "  ");
+    add_text(r->out, last, r->width - columns_width(on), r->tty);
+    style(r->out, r->tty, RESET);
+    cal_buf_puts(r->out, "\n");
+}
+
+/* The number cells of a line or function record (NULL: a context row). */
+static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv *mem,
+                  const cal_jv *timeline)
+{
+    char a[32], b[32];
+    if (on[C_LINE]) {
+        style(r->out, r->tty, DIM);
+        if (no > 0)
+            cal_buf_printf(r->out, "%6ld", no);
+        else
+            cal_buf_puts(r->out, "      ");
+        style(r->out, r->tty, RESET);
+    }
+    double all = t_all(t);
+    double alloc = alloc_of(mem);
+    int strong = share(r, t, alloc) >= 0.10;
+    if (all > 0) {
+        snprintf(a, sizeof a, "%.2fs", all);
+        percent(b, sizeof b, all, r->time_all);
+    } else {
+        a[0] = b[0] = '\0';
+    }
+    if (strong)
+        style(r->out, r->tty, BOLD);
+    cal_buf_printf(r->out, "%8s%5s", a, b);
+    if (strong)
+        style(r->out, r->tty, RESET);
+    cal_buf_puts(r->out, " ");
+    add_split(r->out, t, SPLIT_CELLS, r->tty);
+    if (on[C_ALLOC]) {
+        if (alloc > 0)
+            human_bytes(a, sizeof a, alloc);
+        else
+            a[0] = '\0';
+        cal_buf_printf(r->out, "%8s", a);
+    }
+    if (on[C_PYPCT]) {
+        percent(a, sizeof a, cal_jv_getnum(mem, "alloc_python_bytes", 0), alloc);
+        cal_buf_printf(r->out, "%5s", alloc > 0 ? (*a ? a : "0%") : "");
+    }
+    if (on[C_HELD]) {
+        double held = cal_jv_getnum(mem, "live_peak_bytes", 0);
+        if (held > 0)
+            human_bytes(a, sizeof a, held);
+        else
+            a[0] = '\0';
+        cal_buf_printf(r->out, "%8s", a);
+    }
+    if (on[C_SPARK]) {
+        cal_buf_puts(r->out, " ");
+        add_spark(r->out, timeline, r->wall, SPARK_CELLS, r->tty);
+    }
+    if (on[C_COPY]) {
+        double mbs = cal_jv_getnum(mem, "copy_mb_per_s", 0);
+        if (mbs >= 0.5)
+            snprintf(a, sizeof a, "%.0fMB", mbs);
+        else
+            a[0] = '\0';
+        cal_buf_printf(r->out, "%8s", a);
+    }
+    cal_buf_puts(r->out, "  ");
+}
+
+/* A row to show: a profiled line or a line of context. */
+typedef struct pick {
+    size_t file; /* index in "files" */
+    long no;
+    double share;
+} pick;
+
+static int cmp_pick_share(const void *x, const void *y)
+{
+    const pick *a = x, *b = y;
+    if (a->share != b->share)
+        return a->share < b->share ? 1 : -1;
+    if (a->file != b->file)
+        return a->file < b->file ? -1 : 1;
+    return a->no < b->no ? -1 : a->no > b->no;
+}
+
+static int cmp_pick_place(const void *x, const void *y)
+{
+    const pick *a = x, *b = y;
+    if (a->file != b->file)
+        return a->file < b->file ? -1 : 1;
+    return a->no < b->no ? -1 : a->no > b->no;
+}
+
+/* The line record `no` of a file, or NULL (lines are sorted by number). */
+static const cal_jv *find_line(const cal_jv *file, long no)
+{
+    const cal_jv *lines = cal_jv_get(file, "lines");
+    size_t lo = 0, hi = cal_jv_len(lines);
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        long n = (long)cal_jv_getnum(cal_jv_at(lines, mid), "line", 0);
+        if (n == no)
+            return cal_jv_at(lines, mid);
+        if (n < no)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static int has_pick(const pick *v, size_t n, size_t file, long no)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i].file == file && v[i].no == no)
+            return 1;
+    return 0;
+}
+
+/* Which rows to show: the lines that matter, most important first, each
+   with one line of context either side, until max_rows.  Returns the rows
+   sorted by file and line (*n of them; NULL when none). */
+static pick *choose_rows(const report *r, size_t *n, size_t *hidden)
+{
+    const cal_jv *files = cal_jv_get(r->root, "files");
+    size_t cap = 0, k = 0;
+    for (size_t f = 0; f < cal_jv_len(files); f++)
+        cap += cal_jv_len(cal_jv_get(cal_jv_at(files, f), "lines"));
+    *n = 0;
+    *hidden = 0;
+    if (!cap)
+        return NULL;
+    pick *cand = malloc(cap * sizeof *cand);
+    pick *rows = malloc(cap * 3 * sizeof *rows);
+    if (!cand || !rows) {
+        free(cand);
+        free(rows);
+        return NULL;
+    }
+    for (size_t f = 0; f < cal_jv_len(files); f++) {
+        const cal_jv *lines = cal_jv_get(cal_jv_at(files, f), "lines");
+        for (size_t i = 0; i < cal_jv_len(lines); i++) {
+            const cal_jv *ln = cal_jv_at(lines, i);
+            double s = share(r, get_times(ln), alloc_of(cal_jv_get(ln, "memory")));
+            if (s > 0 && s * 100 >= r->o->min_percent)
+                cand[k++] = (pick){f, (long)cal_jv_getnum(ln, "line", 0), s};
+        }
+    }
+    qsort(cand, k, sizeof *cand, cmp_pick_share);
+    size_t m = 0;
+    int budget = r->o->max_rows > 0 ? r->o->max_rows : 300;
+    for (size_t i = 0; i < k; i++) {
+        const cal_jv *src = cal_jv_get(cal_jv_at(files, cand[i].file), "source");
+        long nsrc = (long)cal_jv_len(src);
+        pick add[3];
+        int na = 0;
+        for (long no = cand[i].no - 1; no <= cand[i].no + 1; no++) {
+            int known = no == cand[i].no || (no >= 1 && (no <= nsrc || find_line(cal_jv_at(files, cand[i].file), no)));
+            if (known && !has_pick(rows, m, cand[i].file, no))
+                add[na++] = (pick){cand[i].file, no, 0};
+        }
+        if ((int)(m + (size_t)na) > budget) {
+            *hidden = k - i;
+            break;
+        }
+        for (int a = 0; a < na; a++)
+            rows[m++] = add[a];
+    }
+    free(cand);
+    qsort(rows, m, sizeof *rows, cmp_pick_place);
+    *n = m;
+    return rows;
+}
+
+static void file_heading(report *r, const cal_jv *file)
+{
+    const char *path = cal_jv_getstr(file, "path", "?");
+    times t = get_times(file);
+    double alloc = 0;
+    const cal_jv *lines = cal_jv_get(file, "lines");
+    for (size_t i = 0; i < cal_jv_len(lines); i++)
+        alloc += alloc_of(cal_jv_get(cal_jv_at(lines, i), "memory"));
+    cal_buf h;
+    cal_buf_init(&h);
+    char pc[8];
+    percent(pc, sizeof pc, t_all(t), r->time_all);
+    cal_buf_printf(&h, "%s: %.2f\x01s (%s of the time)", display_path(path, r->cwd), t_all(t),
+                   *pc ? pc : "0%");
+    if (r->memory) {
+        char a[16];
+        prose_bytes(a, sizeof a, alloc);
+        percent(pc, sizeof pc, alloc, r->alloc_all);
+        cal_buf_printf(&h, ", %s allocated (%s)", a, *pc ? pc : "0%");
+    }
+    cal_buf_puts(r->out, "\n");
+    style(r->out, r->tty, BOLD);
+    add_text(r->out, h.data ? h.data : "", r->width, r->tty);
+    style(r->out, r->tty, RESET);
+    cal_buf_puts(r->out, "\n");
+    cal_buf_free(&h);
+}
+
+typedef struct fn_pick {
+    const cal_jv *fn;
+    double time, alloc;
+} fn_pick;
+
+static int cmp_fn(const void *x, const void *y)
+{
+    const fn_pick *a = x, *b = y;
+    if (a->time != b->time)
+        return a->time < b->time ? 1 : -1;
+    if (a->alloc != b->alloc)
+        return a->alloc < b->alloc ? 1 : -1;
+    double la = cal_jv_getnum(a->fn, "line", 0), lb = cal_jv_getnum(b->fn, "line", 0);
+    return la < lb ? -1 : la > lb;
+}
+
+#define MAX_FUNCS 10
+
+/* The functions of a file that matter, by inclusive time. */
+static void functions_table(report *r, const cal_jv *file, const int on_lines[NCOL])
+{
+    const cal_jv *fns = cal_jv_get(file, "functions");
+    size_t n = cal_jv_len(fns), k = 0;
+    fn_pick *v = n ? malloc(n * sizeof *v) : NULL;
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        const cal_jv *fn = cal_jv_at(fns, i);
+        const cal_jv *mem = cal_jv_get(cal_jv_get(fn, "memory"), "total");
+        double tt = t_all(get_times(cal_jv_get(fn, "total"))), al = alloc_of(mem);
+        double s = fmax(r->time_all > 0 ? tt / r->time_all : 0,
+                        r->alloc_all > 0 ? al / r->alloc_all : 0);
+        if (s > 0 && s * 100 >= r->o->min_percent)
+            v[k++] = (fn_pick){fn, tt, al};
+    }
+    qsort(v, k, sizeof *v, cmp_fn);
+    if (k) {
+        int on[NCOL];
+        memcpy(on, on_lines, sizeof on);
+        on[C_LINE] = on[C_HELD] = on[C_SPARK] = on[C_COPY] = 0;
+        cal_buf_puts(r->out, "\n");
+        column_heads(r, on, "function (inclusive time and memory)");
+        int room = r->width - columns_width(on);
+        for (size_t i = 0; i < k && i < MAX_FUNCS; i++) {
+            const cal_jv *fn = v[i].fn;
+            cells(r, on, 0, get_times(cal_jv_get(fn, "total")),
+                  cal_jv_get(cal_jv_get(fn, "memory"), "total"), NULL);
+            char label[64];
+            snprintf(label, sizeof label, "  (line %.0f)", cal_jv_getnum(fn, "line", 0));
+            int lw = text_width(label);
+            const char *name = cal_jv_getstr(fn, "name", "?");
+            add_text(r->out, name, room - lw > 8 ? room - lw : 8, r->tty);
+            if (text_width(name) + lw <= room)
+                cal_buf_puts(r->out, label);
+            cal_buf_puts(r->out, "\n");
+        }
+        if (k > MAX_FUNCS) {
+            style(r->out, r->tty, DIM);
+            cal_buf_printf(r->out, "%*s%zu more functions", 8, "", k - MAX_FUNCS);
+            style(r->out, r->tty, RESET);
+            cal_buf_puts(r->out, "\n");
+        }
+    }
+    free(v);
+}
+
+static void files_tables(report *r)
+{
+    const cal_jv *files = cal_jv_get(r->root, "files");
+    size_t nrows, hidden;
+    pick *rows = choose_rows(r, &nrows, &hidden);
+    if (!rows)
+        return;
+    int any_copy = 0;
+    for (size_t f = 0; f < cal_jv_len(files) && !any_copy; f++) {
+        const cal_jv *lines = cal_jv_get(cal_jv_at(files, f), "lines");
+        for (size_t i = 0; i < cal_jv_len(lines); i++)
+            if (cal_jv_getnum(cal_jv_get(cal_jv_at(lines, i), "memory"), "copy_mb_per_s", 0) >= 0.5)
+                any_copy = 1;
+    }
+    int on[NCOL];
+    choose_columns(r, any_copy, on);
+    int room = r->width - columns_width(on);
+
+    /* Files in order of importance: the largest share among their rows. */
+    size_t nfiles = cal_jv_len(files);
+    double *weight = calloc(nfiles ? nfiles : 1, sizeof *weight);
+    size_t *order = calloc(nfiles ? nfiles : 1, sizeof *order);
+    if (!weight || !order)
+        goto done;
+    for (size_t f = 0; f < nfiles; f++) {
+        const cal_jv *file = cal_jv_at(files, f);
+        double al = 0;
+        const cal_jv *lines = cal_jv_get(file, "lines");
+        for (size_t i = 0; i < cal_jv_len(lines); i++)
+            al += alloc_of(cal_jv_get(cal_jv_at(lines, i), "memory"));
+        weight[f] = share(r, get_times(file), al);
+        order[f] = f;
+    }
+    for (size_t i = 1; i < nfiles; i++) /* insertion sort: stable, few files */
+        for (size_t j = i; j > 0 && weight[order[j]] > weight[order[j - 1]]; j--) {
+            size_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (size_t oi = 0; oi < nfiles; oi++) {
+        size_t f = order[oi];
+        size_t a = 0;
+        while (a < nrows && rows[a].file != f)
+            a++;
+        if (a == nrows)
+            continue;
+        const cal_jv *file = cal_jv_at(files, f);
+        const cal_jv *src = cal_jv_get(file, "source");
+        file_heading(r, file);
+        column_heads(r, on, "source");
+        /* The indentation every shown row shares is only lost width. */
+        int common = -1;
+        for (size_t b = a; b < nrows && rows[b].file == f; b++) {
+            int in = indent_of(cal_jv_str(cal_jv_at(src, (size_t)(rows[b].no - 1)), ""));
+            if (in >= 0 && (common < 0 || in < common))
+                common = in;
+        }
+        long prev = 0;
+        for (; a < nrows && rows[a].file == f; a++) {
+            long no = rows[a].no;
+            if (prev && no > prev + 1) {
+                style(r->out, r->tty, DIM);
+                cal_buf_printf(r->out, "%*s%s", r->tty ? 5 : 6, "", r->tty ? "⋮" : ":");
+                style(r->out, r->tty, RESET);
+                cal_buf_puts(r->out, "\n");
+            }
+            prev = no;
+            const cal_jv *ln = find_line(file, no);
+            const cal_jv *mem = cal_jv_get(ln, "memory");
+            times t = ln ? get_times(ln) : (times){0, 0, 0, 0};
+            cells(r, on, no, t, mem, cal_jv_get(mem, "timeline"));
+            const char *text = dedent(cal_jv_str(cal_jv_at(src, (size_t)(no - 1)), ""), common);
+            if (!ln)
+                style(r->out, r->tty, DIM);
+            add_text(r->out, text, room, r->tty);
+            if (!ln)
+                style(r->out, r->tty, RESET);
+            /* No trailing blanks: golden files and copy-paste stay clean. */
+            while (r->out->len && r->out->data[r->out->len - 1] == ' ')
+                r->out->len--;
+            cal_buf_puts(r->out, "\n");
+        }
+        functions_table(r, file, on);
+    }
+    if (hidden) {
+        cal_buf h;
+        cal_buf_init(&h);
+        cal_buf_printf(&h, "calipers: %zu more lines above %g%% not shown (the report keeps "
+                           "to %d rows)", hidden, r->o->min_percent, r->o->max_rows);
+        cal_buf_puts(r->out, "\n");
+        if (h.data)
+            add_wrapped(r->out, h.data, r->width, 10, r->tty);
+        cal_buf_free(&h);
+    }
+done:
+    free(weight);
+    free(order);
+    free(rows);
+}
+
+static void leaks_section(report *r)
+{
+    const cal_jv *leaks = cal_jv_get(r->root, "leaks");
+    if (!cal_jv_len(leaks))
+        return;
+    cal_buf_puts(r->out, "\n");
+    for (size_t i = 0; i < cal_jv_len(leaks); i++) {
+        const cal_jv *lk = cal_jv_at(leaks, i);
+        char rate[16], held[16];
+        prose_bytes(rate, sizeof rate, cal_jv_getnum(lk, "rate_bytes_per_s", 0));
+        prose_bytes(held, sizeof held, cal_jv_getnum(lk, "live_end_bytes", 0));
+        cal_buf line;
+        cal_buf_init(&line);
+        cal_buf_printf(&line, "calipers: likely leak at %s:%.0f: %s still held, growing %s/s "
+                              "(likelihood %.0f%%)",
+                       base_name(cal_jv_getstr(lk, "path", "?")), cal_jv_getnum(lk, "line", 0),
+                       held, rate, 100 * cal_jv_getnum(lk, "likelihood", 0));
+        style(r->out, r->tty, RED);
+        if (line.data)
+            add_wrapped(r->out, line.data, r->width, 10, r->tty);
+        style(r->out, r->tty, RESET);
+        cal_buf_free(&line);
+    }
+}
+
+static void notes_section(report *r)
+{
+    const cal_jv *notes = cal_jv_get(r->root, "notes");
+    for (size_t i = 0; i < cal_jv_len(notes); i++) {
+        cal_buf line;
+        cal_buf_init(&line);
+        cal_buf_printf(&line, "calipers: note: %s", cal_jv_str(cal_jv_at(notes, i), ""));
+        if (line.data)
+            add_wrapped(r->out, line.data, r->width, 16, r->tty);
+        cal_buf_free(&line);
+    }
+}
+
+static void legend(report *r)
+{
+    cal_buf_puts(r->out, "          split: ");
+    static const char *const names[4] = {"Python", "native", "system", "waiting"};
+    for (int k = 0; k < 4; k++) {
+        times t = {k == 0, k == 1, k == 2, k == 3};
+        add_split(r->out, t, 1, r->tty);
+        cal_buf_printf(r->out, " %s%s", names[k], k < 3 ? "  " : "\n");
+    }
+}
+
+void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out)
+{
+    report r = {root, o, out, o->width < 60 ? 60 : o->width, o->tty, NULL, 0, 0, 0, 0};
+    const cal_jv *sum = cal_jv_get(root, "summary");
+    r.cwd = cal_jv_getstr(cal_jv_get(root, "program"), "cwd", NULL);
+    r.wall = cal_jv_getnum(sum, "wall_s", 0);
+    r.time_all = t_all(get_times(sum));
+    const cal_jv *mem = cal_jv_get(sum, "memory");
+    r.memory = cal_jv_is(mem, CAL_JOBJ);
+    r.alloc_all = r.memory ? cal_jv_getnum(mem, "allocated_python_bytes", 0) +
+                                 cal_jv_getnum(mem, "allocated_native_bytes", 0)
+                           : 0;
+    header(&r);
+    notes_section(&r);
+    if (cal_jv_len(cal_jv_get(root, "files")))
+        legend(&r);
+    files_tables(&r);
+    leaks_section(&r);
+    if (o->outfile)
+        cal_buf_printf(out, "\ncalipers: profile written to %s\n", o->outfile);
+}

@@ -1,0 +1,177 @@
+"""The terminal report and `calipers view`: golden files, the width and
+mode rules, and one-line errors for bad input.
+
+The golden files (tests/golden) are the reports of three saved profiles
+(tests/data: a CPU-only run of threads.py, a full run of examples/demo.py, a
+run too short to sample) at 80 and 160 columns, in colour and plain.  After a
+deliberate change to the report, rewrite them with
+CALIPERS_UPDATE_GOLDEN=1 and read the diff."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import PROGRAMS, line_of
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+GOLDEN = HERE / "golden"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def calipers(*args, env=None, cwd=None):
+    full_env = dict(os.environ)
+    full_env.pop("NO_COLOR", None)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "calipers", *map(str, args)], capture_output=True,
+                          text=True, env=full_env, cwd=cwd, timeout=120)
+
+
+def visible(line):
+    return len(ANSI.sub("", line))
+
+
+@pytest.mark.parametrize("profile", ["cpu", "memory", "empty"])
+@pytest.mark.parametrize("width", [80, 160])
+@pytest.mark.parametrize("color", ["never", "always"])
+def test_golden(profile, width, color):
+    out = calipers("view", "--width", width, "--color", color, DATA / (profile + ".json"))
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
+    golden = GOLDEN / ("%s-%d-%s.txt" % (profile, width, color))
+    if os.environ.get("CALIPERS_UPDATE_GOLDEN"):
+        GOLDEN.mkdir(exist_ok=True)
+        golden.write_text(out.stdout)
+    assert out.stdout == golden.read_text()
+    # The rules the golden files must keep: no row wider than the width, no
+    # trailing blanks, plain mode is ASCII (the fixtures' text is ASCII).
+    for line in out.stdout.splitlines():
+        assert visible(line) <= width, line
+    if color == "never":
+        assert out.stdout.isascii() and "\x1b" not in out.stdout
+
+
+def test_report_content_memory_profile():
+    text = calipers("view", "--width", "160", "--color", "never", DATA / "memory.json").stdout
+    demo = (HERE.parent / "examples" / "demo.py").read_text().splitlines()
+    # The header: the program, its times, the memory headline, a sparkline.
+    assert text.startswith("calipers: examples/demo.py ran 0.90 s; CPU 0.93 s")
+    assert "memory peak 49.2 MB (Python 98%) reached at demo.py:40" in text
+    assert re.search(r"footprint [.,\-~=+*#]{20,} growth 18\.1 MB/s", text)
+    # The file table: rows in line order, with the source beside them.
+    table = text[text.index("examples/demo.py: "):]
+    rows = [ln for ln in table.splitlines() if re.match(r"^ {0,5}\d+ ", ln)]
+    numbers = [int(r.split()[0]) for r in rows]
+    assert numbers == sorted(numbers)
+    zlib_row = next(r for r in rows if r.split()[0] == "23")
+    assert demo[22].strip() in zlib_row
+    # 0.61 s of the run's 1.60 s (both threads): 38%, mostly native.
+    assert re.search(r"^ +23 +0\.61s +38% =+\.+ +70\.8MB +78%", zlib_row)
+    # Lines under 1% are not shown unless they are context.
+    assert "import hashlib" not in table
+    # The functions of the file, by inclusive time.
+    funcs = table[table.index("function (inclusive"):]
+    assert funcs.index("<module>") < funcs.index("native_work") < funcs.index("kernel_work")
+
+
+def test_min_percent_and_max_rows():
+    every = calipers("view", "--color", "never", "--width", "120", "--min-percent", "0",
+                     DATA / "memory.json").stdout
+    few = calipers("view", "--color", "never", "--width", "120", "--min-percent", "20",
+                   DATA / "memory.json").stdout
+    capped = calipers("view", "--color", "never", "--width", "120", "--max-rows", "3",
+                      DATA / "memory.json").stdout
+
+    def rows(text):
+        return [ln for ln in text.splitlines() if re.match(r"^ {0,5}\d+( |$)", ln)]
+
+    assert len(rows(every)) > len(rows(few)) >= 3
+    assert "     4 " in every  # line 4 allocates a little: shown at 0%
+    # one line with its context; the rest counted
+    assert len(rows(capped)) == 3 and "more lines above 1% not shown" in capped
+
+
+def test_no_color_and_pipes_are_plain(run_calipers):
+    run = run_calipers(PROGRAMS / "waits.py", env={"NO_COLOR": "1"})
+    assert run.returncode == 0
+    assert "\x1b" not in run.stderr
+    # `calipers view` to a pipe is plain too, unless asked
+    out = calipers("view", DATA / "cpu.json")
+    assert "\x1b" not in out.stdout and out.stdout.isascii()
+    out = calipers("view", "--color", "always", DATA / "cpu.json")
+    assert "\x1b[" in out.stdout and "█" in out.stdout
+
+
+def test_run_writes_html_and_report(run_calipers, tmp_path):
+    html = tmp_path / "report.html"
+    run = run_calipers(PROGRAMS / "waits.py", options=["--html", str(html)])
+    assert run.returncode == 0, run.stderr
+    page = html.read_text()
+    assert page.startswith("<!doctype html>")
+    assert "HTML report written to %s" % html in run.stderr
+    # The embedded profile is the JSON profile written beside it.
+    embedded = page[page.index('id="profile">') + len('id="profile">'):]
+    embedded = embedded[:embedded.index("</script>")]
+    assert json.loads(embedded) == run.profile
+    # The report names the sleeping line with its source.
+    assert "time.sleep(0.4)" in run.stderr
+
+
+def test_run_html_unwritable_is_a_usage_error(run_calipers, tmp_path):
+    run = run_calipers(PROGRAMS / "waits.py", options=["--html", str(tmp_path / "no" / "r.html")])
+    assert run.returncode == 2
+    assert run.stderr.strip() == (
+        "calipers: error: cannot write the HTML report to %s: no such directory"
+        % (tmp_path / "no" / "r.html"))
+
+
+def test_view_renders_a_fresh_profile_like_run(run_calipers):
+    run = run_calipers(PROGRAMS / "leaks.py", "leak", env={"COLUMNS": "100"})
+    assert run.returncode == 0, run.stderr
+    view = calipers("view", "--width", "100", "--color", "never", run.outfile)
+    # The same report, less the line that says where the profile went.
+    said = run.stderr[:run.stderr.index("\ncalipers: profile written to")]
+    assert view.stdout == said
+    assert "likely leak at leaks.py:%d" % line_of(PROGRAMS / "leaks.py", "leak-line") in said
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"", "corrupt profile: line 1 column 1: unexpected end of input"),
+    (b'{"schema": "calipers/1", "files": [', "corrupt profile: line 1 column 36"),
+    (b"\x89PNG\r\n\x1a\n", "corrupt profile: line 1 column 1: unexpected character"),
+    (b'{"schema": "calipers/2", "program": {}, "summary": {}, "files": []}',
+     "profile schema calipers/2 is not the one this calipers reads (calipers/1)"),
+    (b'{"traceEvents": []}', 'not a calipers profile (no "schema": "calipers/1")'),
+    (b'{"schema": "calipers/1", "program": {}, "summary": {}}',
+     'corrupt profile: "files" is missing or malformed'),
+])
+def test_view_rejects_bad_profiles_in_one_line(tmp_path, content, why):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    for mode in (["--text"], ["--html", str(tmp_path / "out.html")]):
+        out = calipers("view", *mode, bad)
+        assert out.returncode == 1
+        assert out.stdout == ""
+        assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+        assert out.stderr.startswith("calipers: error: %s: %s" % (bad, why)), out.stderr
+    assert not (tmp_path / "out.html").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "no profile to view (calipers view profile.json)"),
+    (["missing.json"], "cannot read missing.json: No such file or directory"),
+    (["--width", "0", "x.json"], "--width: expected a positive whole number, not '0'"),
+    (["--min-percent", "200", "x.json"], "--min-percent: expected a percentage from 0 to 100, not '200'"),
+    (["--color", "sometimes", "x.json"], "--color: expected auto, always or never, not 'sometimes'"),
+    (["--bogus", "x.json"], "unknown option --bogus (see calipers --help)"),
+    (["a.json", "b.json"], "calipers view takes one profile, not 'b.json' too"),
+])
+def test_view_usage_errors(tmp_path, args, message):
+    out = calipers("view", *args, cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr == "calipers: error: %s\n" % message
