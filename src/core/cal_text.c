@@ -416,14 +416,14 @@ static void header(report *r)
 
 /* ---- the per-file tables ------------------------------------------------- */
 
-enum { C_LINE, C_TIME, C_PCT, C_SPLIT, C_ALLOC, C_PYPCT, C_HELD, C_SPARK, C_COPY, NCOL };
+enum { C_LINE, C_TIME, C_PCT, C_SPLIT, C_KINDS, C_ALLOC, C_PYPCT, C_HELD, C_SPARK, C_COPY, NCOL };
 
 static const struct {
     const char *head;
     int width; /* including the separating space before it */
 } COLS[NCOL] = {
-    {"line", 6}, {"time", 8}, {"%", 5}, {"split", 11}, {"alloc", 8},
-    {"py%", 5},  {"held", 8}, {"timeline", 11}, {"copy/s", 8},
+    {"line", 6}, {"time", 8}, {"%", 5}, {"split", 11}, {"    py  nat  sys wait", 21},
+    {"alloc", 8}, {"py%", 5},  {"held", 8}, {"timeline", 11}, {"copy/s", 8},
 };
 
 #define MIN_SOURCE 32
@@ -438,7 +438,7 @@ static void choose_columns(const report *r, int any_copy, int on[NCOL])
         on[c] = c < C_ALLOC || r->memory;
     if (!any_copy)
         on[C_COPY] = 0;
-    static const int drop[] = {C_SPARK, C_COPY, C_HELD, C_PYPCT};
+    static const int drop[] = {C_KINDS, C_SPARK, C_COPY, C_HELD, C_PYPCT};
     for (size_t k = 0; k < sizeof drop / sizeof *drop; k++) {
         int used = 2;
         for (int c = 0; c < NCOL; c++)
@@ -503,6 +503,13 @@ static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv 
         style(r->out, r->tty, RESET);
     cal_buf_puts(r->out, " ");
     add_split(r->out, t, SPLIT_CELLS, r->tty);
+    if (on[C_KINDS]) {
+        double v[4] = {t.py, t.nat, t.sys, t.wait};
+        for (int k = 0; k < 4; k++) {
+            percent(a, sizeof a, v[k], all);
+            cal_buf_printf(r->out, k ? "%5s" : "%6s", a);  /* 6 + 3 * 5 = 21 */
+        }
+    }
     if (on[C_ALLOC]) {
         if (alloc > 0)
             human_bytes(a, sizeof a, alloc);
