@@ -339,6 +339,17 @@ static int parse_profile(const char *text, Py_ssize_t len, cal_jdoc *doc)
     return rc;
 }
 
+/* A renderer's output as a str; frees the document and the buffer. */
+static PyObject *rendered(cal_jdoc *doc, cal_buf *b)
+{
+    cal_jdoc_free(doc);
+    if (!cal_buf_ok(b)) {
+        cal_buf_free(b);
+        return PyErr_NoMemory();
+    }
+    return buf_to_str_free(b);
+}
+
 PyDoc_STRVAR(render_text_doc,
 "render_text(profile, width, tty, min_percent, max_rows, outfile) -> str\n\n"
 "The terminal report of a JSON profile (str or bytes): `width` columns,\n"
@@ -365,12 +376,7 @@ static PyObject *py_render_text(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     cal_view_text(doc.root, &o, &b);
     Py_END_ALLOW_THREADS
-    cal_jdoc_free(&doc);
-    if (!cal_buf_ok(&b)) {
-        cal_buf_free(&b);
-        return PyErr_NoMemory();
-    }
-    return buf_to_str_free(&b);
+    return rendered(&doc, &b);
 }
 
 extern const char calx_viewer_html[];
@@ -396,12 +402,7 @@ static PyObject *py_render_html(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     cal_view_html(doc.root, text, (size_t)len, calx_viewer_html, calx_viewer_html_len, &b);
     Py_END_ALLOW_THREADS
-    cal_jdoc_free(&doc);
-    if (!cal_buf_ok(&b)) {
-        cal_buf_free(&b);
-        return PyErr_NoMemory();
-    }
-    return buf_to_str_free(&b);
+    return rendered(&doc, &b);
 }
 
 static PyMethodDef methods[] = {
