@@ -155,3 +155,19 @@ def test_hostile_source_and_file_names_execute_nothing(browser, tmp_path, run_ca
     # The embedded profile parses back to the profile written beside it.
     assert page.evaluate("JSON.parse(document.getElementById('profile').textContent)") == \
         json.loads(run.outfile.read_text())
+
+
+def test_leak_panel_names_the_line(browser, tmp_path, run_calipers):
+    prog = Path(__file__).resolve().parent / "programs" / "leaks.py"
+    html = tmp_path / "leaks.html"
+    run = run_calipers(prog, "leak", options=["--html", str(html)])
+    assert run.returncode == 0, run.stderr
+    leak = run.profile["leaks"][0]
+    view = Page(browser, html, tmp_path / "leaks.png")
+    view.clean()
+    panel = view.page.inner_text("#leaks")
+    assert "leaks.py:%d" % leak["line"] in panel
+    assert "leak.append(bytearray(4000))" in panel
+    assert "%d%%" % round(100 * leak["likelihood"]) in panel
+    # ... and the line's row in the file table is marked.
+    assert view.page.locator("tr.leak").count() == 1
