@@ -225,7 +225,8 @@ def slowdown_table(results, configs, key="median", ranges=True):
 
 
 def mb(n):
-    return "%.1f MB" % (n / 1e6)
+    """Bytes, decimal: "12.3 MB", or "45 KB" below a megabyte."""
+    return "%.1f MB" % (n / 1e6) if abs(n) >= 1e6 else "%.0f KB" % (n / 1e3)
 
 
 def own_cost_table(results, configs):
