@@ -12,9 +12,10 @@ void cal_json_init(cal_json *j, cal_buf *out, int indent)
     j->indent = indent;
 }
 
-static void newline(cal_json *j)
+/* A new line, indented, for a value at `depth` (not in a flat part). */
+static void newline(cal_json *j, int depth)
 {
-    if (!j->indent)
+    if (!j->indent || (j->flat_depth && depth >= j->flat_depth))
         return;
     cal_buf_puts(j->out, "\n");
     cal_buf_repeat(j->out, " ", j->depth * j->indent);
@@ -30,7 +31,7 @@ static void before_value(cal_json *j)
     if (j->depth > 0) {
         if (j->count[j->depth]++)
             cal_buf_puts(j->out, ",");
-        newline(j);
+        newline(j, j->depth);
     }
 }
 
@@ -45,12 +46,20 @@ static void open_(cal_json *j, const char *c)
 
 static void close_(cal_json *j, const char *c)
 {
-    int had = j->count[j->depth];
+    int inside = j->depth, had = j->count[j->depth];
     if (j->depth > 0)
         j->depth--;
     if (had)
-        newline(j);
+        newline(j, inside);
     cal_buf_puts(j->out, c);
+    if (j->flat_depth && j->depth < j->flat_depth)
+        j->flat_depth = 0;
+}
+
+void cal_json_flat(cal_json *j)
+{
+    if (!j->flat_depth)
+        j->flat_depth = j->depth + 1;
 }
 
 void cal_json_object_begin(cal_json *j)

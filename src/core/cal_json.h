@@ -19,9 +19,14 @@ typedef struct cal_json {
     int count[CAL_JSON_MAX_DEPTH]; /* values written at each level */
     int indent;                    /* spaces per level; 0 = compact */
     int after_key;
+    int flat_depth; /* values at this depth and deeper go on one line; 0: none */
 } cal_json;
 
 void cal_json_init(cal_json *j, cal_buf *out, int indent);
+/* The next array or object opened, and all inside it, is written on one
+   line (long lists of small items: timelines, source lines).  Ends when
+   that container is closed. */
+void cal_json_flat(cal_json *j);
 void cal_json_object_begin(cal_json *j);
 void cal_json_object_end(cal_json *j);
 void cal_json_array_begin(cal_json *j);

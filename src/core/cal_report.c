@@ -189,6 +189,7 @@ static void json_timeline(cal_json *j, const char *key, const cal_series *s)
         memcpy(pts, s->p, n * sizeof(*pts));
     n = cal_rdp_reduce(pts, n, TIMELINE_POINTS);
     cal_json_key(j, key);
+    cal_json_flat(j);
     cal_json_array_begin(j);
     for (size_t i = 0; i < n; i++) {
         cal_json_array_begin(j);
@@ -422,16 +423,21 @@ static void json_leaks(cal_json *j, const cal_profile *p)
 }
 
 /* SOURCE TEXT.  The renderers read only the JSON, so a profile carries the
-   text of its files: the whole file when it is small, otherwise the lines
-   within SOURCE_CONTEXT of a profiled line or a function's first line (the
-   others are null).  Read at the end of the run, so a file edited while the
-   program ran shows its new text; a file that cannot be read gets null. */
-#define SOURCE_WHOLE_BYTES (128u << 10)
+   text of its files, as [line, text] pairs: every line of a small file
+   while the profile's budget for whole files lasts (files in path order),
+   otherwise the lines within SOURCE_CONTEXT of a profiled line or of a
+   function's first line.  So a run with --profile-all, which touches dozens
+   of large library files, stays small.  Read at the end of the run: a file
+   edited while the program ran shows its new text; a file that cannot be
+   read gets null. */
+#define SOURCE_WHOLE_BYTES (32u << 10)
+#define SOURCE_WHOLE_BUDGET (256u << 10)
 #define SOURCE_MAX_BYTES (16u << 20)
 #define SOURCE_CONTEXT 3
 
 static void json_source(cal_json *j, const cal_profile *p, const size_t *li, size_t a0,
-                        size_t a1, const size_t *fi, size_t b0, size_t b1, const char *path)
+                        size_t a1, const size_t *fi, size_t b0, size_t b1, const char *path,
+                        size_t *budget)
 {
     cal_json_key(j, "source");
     cal_buf text;
@@ -460,8 +466,9 @@ static void json_source(cal_json *j, const cal_profile *p, const size_t *li, siz
         cal_json_null(j);
         return;
     }
-    if (text.len <= SOURCE_WHOLE_BYTES) {
+    if (text.len <= SOURCE_WHOLE_BYTES && text.len <= *budget) {
         memset(keep, 1, nlines);
+        *budget -= text.len;
     } else {
         for (size_t k = a0; k < a1 + (b1 - b0); k++) {
             long line = k < a1 ? (long)cal_profile_line_at(p, li[k])->line
@@ -471,14 +478,12 @@ static void json_source(cal_json *j, const cal_profile *p, const size_t *li, siz
                     keep[x] = 1;
         }
     }
-    size_t last = nlines; /* no trailing nulls, nor the empty "line" after a final newline */
-    while (last > 0 && !keep[last - 1])
-        last--;
-    if (last == nlines && text.len && text.data[text.len - 1] == '\n')
-        last--;
+    if (text.data[text.len - 1] == '\n') /* not a line: the end of the last one */
+        keep[nlines - 1] = 0;
+    cal_json_flat(j);
     cal_json_array_begin(j);
     const char *s = text.data, *end = text.data + text.len;
-    for (size_t k = 0; k < last; k++) {
+    for (size_t k = 0; k < nlines; k++) {
         const char *e = memchr(s, '\n', (size_t)(end - s));
         if (!e)
             e = end;
@@ -487,13 +492,15 @@ static void json_source(cal_json *j, const cal_profile *p, const size_t *li, siz
             n--;
         if (keep[k]) {
             char *line = strndup(s, n);
-            if (line)
+            if (line) {
+                cal_json_array_begin(j);
+                cal_json_int(j, (int64_t)k + 1);
                 cal_json_string(j, line);
-            else
+                cal_json_array_end(j);
+            } else {
                 j->out->failed = 1;
+            }
             free(line);
-        } else {
-            cal_json_null(j);
         }
         s = e < end ? e + 1 : end;
     }
@@ -513,7 +520,7 @@ static void json_files(cal_json *j, const cal_profile *p)
         j->out->failed = 1;
         goto done;
     }
-    size_t a = 0, b = 0;
+    size_t a = 0, b = 0, budget = SOURCE_WHOLE_BUDGET;
     while (a < nl || b < nf) {
         /* The next file in path order among lines and functions. */
         const char *path;
@@ -566,7 +573,7 @@ static void json_files(cal_json *j, const cal_profile *p)
             cal_json_object_end(j);
         }
         cal_json_array_end(j);
-        json_source(j, p, li, a0, a, fi, b0, b, path);
+        json_source(j, p, li, a0, a, fi, b0, b, path, &budget);
         cal_json_object_end(j);
     }
 done:

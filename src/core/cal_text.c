@@ -587,6 +587,26 @@ static const cal_jv *find_line(const cal_jv *file, long no)
     return NULL;
 }
 
+/* The text of line `no` of a file, from its [line, text] pairs (sorted by
+   line), or NULL when the profile does not have it. */
+static const char *source_text(const cal_jv *file, long no)
+{
+    const cal_jv *src = cal_jv_get(file, "source");
+    size_t lo = 0, hi = cal_jv_len(src);
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const cal_jv *pair = cal_jv_at(src, mid);
+        long n = (long)cal_jv_num(cal_jv_at(pair, 0), 0);
+        if (n == no)
+            return cal_jv_str(cal_jv_at(pair, 1), NULL);
+        if (n < no)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
 static int has_pick(const pick *v, size_t n, size_t file, long no)
 {
     for (size_t i = 0; i < n; i++)
@@ -628,12 +648,11 @@ static pick *choose_rows(const report *r, size_t *n, size_t *hidden)
     size_t m = 0;
     int budget = r->o->max_rows > 0 ? r->o->max_rows : 300;
     for (size_t i = 0; i < k; i++) {
-        const cal_jv *src = cal_jv_get(cal_jv_at(files, cand[i].file), "source");
-        long nsrc = (long)cal_jv_len(src);
+        const cal_jv *file = cal_jv_at(files, cand[i].file);
         pick add[3];
         int na = 0;
         for (long no = cand[i].no - 1; no <= cand[i].no + 1; no++) {
-            int known = no == cand[i].no || (no >= 1 && (no <= nsrc || find_line(cal_jv_at(files, cand[i].file), no)));
+            int known = no == cand[i].no || source_text(file, no) || find_line(file, no);
             if (known && !has_pick(rows, m, cand[i].file, no))
                 add[na++] = (pick){cand[i].file, no, 0};
         }
@@ -791,13 +810,13 @@ static void files_tables(report *r)
         if (a == nrows)
             continue;
         const cal_jv *file = cal_jv_at(files, f);
-        const cal_jv *src = cal_jv_get(file, "source");
         file_heading(r, file);
         column_heads(r, on, "source");
         /* The indentation every shown row shares is only lost width. */
         int common = -1;
         for (size_t b = a; b < nrows && rows[b].file == f; b++) {
-            int in = indent_of(cal_jv_str(cal_jv_at(src, (size_t)(rows[b].no - 1)), ""));
+            const char *text = source_text(file, rows[b].no);
+            int in = indent_of(text ? text : "");
             if (in >= 0 && (common < 0 || in < common))
                 common = in;
         }
@@ -815,7 +834,8 @@ static void files_tables(report *r)
             const cal_jv *mem = cal_jv_get(ln, "memory");
             times t = ln ? get_times(ln) : (times){0, 0, 0, 0};
             cells(r, on, no, t, mem, cal_jv_get(mem, "timeline"));
-            const char *text = dedent(cal_jv_str(cal_jv_at(src, (size_t)(no - 1)), ""), common);
+            const char *text = source_text(file, no);
+            text = dedent(text ? text : "", common);
             if (!ln)
                 style(r->out, r->tty, DIM);
             add_text(r->out, text, room, r->tty);
