@@ -259,7 +259,9 @@ def render(mode, data):
     return wall + "\n\n" + cpu
 
 
-def measure(mode, names, configs, repeat, seconds):
+def measure(mode, names, configs, repeat, seconds, save):
+    """Run the plan; save(results) after each program, so an interrupted run
+    keeps what it measured."""
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         if mode == "own-cost":
@@ -284,6 +286,7 @@ def measure(mode, names, configs, repeat, seconds):
                             failures[c].append(str(exc)[-300:])
             results[name] = {c: summary(v, failures[c]) for c, v in runs.items()}
             results[name]["argv"] = prog
+            save(results)
             base = results[name]["none"]
             cells = []
             for c in configs[1:]:
@@ -321,12 +324,18 @@ def main():
 
     setup(args.python)
     RESULTS.mkdir(exist_ok=True)
-    results = measure(kind, names, configs, repeat, seconds)
     meta = {"machine": machine(), "versions": versions(), "repeat": repeat,
             "seconds": seconds, "configs": configs, "date": time.strftime("%Y-%m-%d"),
             "command": "python3 bench/run.py " + " ".join(sys.argv[1:])}
+    partial = RESULTS / (kind + ".partial.json")
+
+    def save(results):
+        partial.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+
+    results = measure(kind, names, configs, repeat, seconds, save)
     data = {"meta": meta, "results": results}
     (RESULTS / (kind + ".json")).write_text(json.dumps(data, indent=1))
+    partial.unlink()
     table = render(kind, data)
     (RESULTS / (kind + ".md")).write_text(table + "\n")
     write_performance_page()
