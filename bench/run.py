@@ -173,7 +173,7 @@ def machine():
 def versions():
     out = subprocess.run([venv_bin("python"), "-m", "pip", "list", "--format=json"],
                          capture_output=True, text=True, check=True).stdout
-    wanted = {"calipers", "scalene", "py-spy", "pyinstrument", "pyperformance", "pyperf"}
+    wanted = {"calipers", "scalene", "memray", "py-spy", "pyinstrument", "pyperformance", "pyperf"}
     have = {p["name"].lower(): p["version"] for p in json.loads(out)}
     py = subprocess.run([venv_bin("python"), "-c", "import sys; print(sys.version.split()[0])"],
                         capture_output=True, text=True, check=True).stdout.strip()
@@ -215,7 +215,7 @@ def slowdown_table(results, configs, key="median", ranges=True):
             cell = "%.3f×" % s
             if ranges:
                 cell += " (%.3f–%.3f)" % (r[c]["min"] / base, r[c]["max"] / base)
-            if r[c]["failed"]:
+            if r[c].get("failed"):
                 cell += " [%d failed]" % r[c]["failed"]
             cells.append(cell)
         lines.append("| %s | %.2f | %s |" % (name, base, " | ".join(cells)))
@@ -314,7 +314,12 @@ def main():
     mode.add_argument("--own-cost", action="store_true",
                       help="own memory and profile size after %s s of alloc_heavy" %
                       " and ".join(map(str, OWN_COST_SECONDS)))
+    ap.add_argument("--render", action="store_true",
+                    help="only rebuild docs/PERFORMANCE.md from bench/results")
     args = ap.parse_args()
+    if args.render:
+        write_performance_page()
+        return
     kind = "memory" if args.memory else "own-cost" if args.own_cost else "cpu"
     repeat = args.repeat or (1 if args.own_cost else 3 if args.quick else 5)
     seconds = args.seconds or (1.5 if args.quick else 4.0)
