@@ -24,10 +24,16 @@ def validate(profile):
     return profile
 
 
+#: An argument for a ground-truth program: the path of the file it writes its
+#: own measurements to; the run's `truth` is that file's JSON.
+TRUTH = object()
+
+
 class Run:
     """The outcome of one profiled run."""
 
-    def __init__(self, proc, outfile):
+    def __init__(self, proc, outfile, truth_file=None):
+        self.truth = json.loads(truth_file.read_text()) if truth_file and truth_file.exists() else None
         self.proc = proc
         self.returncode = proc.returncode
         self.stdout = proc.stdout
@@ -70,7 +76,8 @@ def line_of(path, marker):
 
 @pytest.fixture
 def run_calipers(tmp_path):
-    """run_calipers(program, *args, options=[...], env={}, cwd=None)."""
+    """run_calipers(program, *args, options=[...], env={}, cwd=None); an arg
+    TRUTH becomes the truth file's path, and the run's `truth` its JSON."""
 
     def run(program, *args, options=(), env=None, cwd=None, timeout=120, outfile=True,
             module=False):
@@ -80,12 +87,13 @@ def run_calipers(tmp_path):
             cmd += ["-o", str(out)]
         cmd += list(options)
         cmd += ["-m", program] if module else [str(program)]
-        cmd += [str(a) for a in args]
+        truth = tmp_path / "truth.json"
+        cmd += [str(truth if a is TRUTH else a) for a in args]
         full_env = dict(os.environ)
         full_env.update(env or {})
         proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env,
                               cwd=cwd or tmp_path, timeout=timeout)
-        return Run(proc, out if outfile else None)
+        return Run(proc, out if outfile else None, truth if TRUTH in args else None)
 
     return run
 
@@ -96,7 +104,8 @@ def run_plain(tmp_path):
 
     def run(program, *args, env=None, cwd=None, timeout=120, module=False):
         cmd = [sys.executable] + (["-m", program] if module else [str(program)])
-        cmd += [str(a) for a in args]
+        truth = tmp_path / "truth.json"
+        cmd += [str(truth if a is TRUTH else a) for a in args]
         full_env = dict(os.environ)
         full_env.update(env or {})
         return subprocess.run(cmd, capture_output=True, text=True, env=full_env,

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from conftest import PROGRAMS, cpu, line_of, total
+from conftest import PROGRAMS, TRUTH, cpu, line_of, total
 
 
 def shares(d):
@@ -16,13 +16,12 @@ def test_python_native_split_and_shares(run_calipers, run_plain, tmp_path):
     plain_file = tmp_path / "plain.json"
     assert run_plain(prog, plain_file).returncode == 0
     plain = json.loads(plain_file.read_text())
-    truth_file = tmp_path / "truth.json"
     # Each sample labels its whole interval Python or native, so a line's
     # split is a proportion of its samples: 2 ms gives a native line ~200
     # of them and a standard error near 1.5 points (10 ms: ~40 and 3.5).
-    run = run_calipers(prog, truth_file, options=["--interval", "2ms"])
+    run = run_calipers(prog, TRUTH, options=["--interval", "2ms"])
     assert run.returncode == 0, run.stderr
-    truth = json.loads(truth_file.read_text())
+    truth = run.truth
     lines = run.lines("split.py")
     funcs = run.functions("split.py")
     # The program times each call, so its truth is a function's total: on
@@ -49,15 +48,14 @@ def test_python_native_split_and_shares(run_calipers, run_plain, tmp_path):
 
 
 @pytest.mark.parametrize("share", [0.25, 0.5, 0.75])
-def test_function_bias(run_calipers, tmp_path, share):
+def test_function_bias(run_calipers, share):
     """Seed 000 section 6.2: a loop calling a helper vs the same work inlined."""
-    truth_file = tmp_path / "truth.json"
     # The variants alternate every few milliseconds, so each sample's share is
     # a coin flip: at 1 ms over 1.2 s the standard error of a share is about
     # 1.4 points (at the default 10 ms it would be 4.5, too coarse for 5).
-    run = run_calipers(PROGRAMS / "bias.py", truth_file, share, options=["--interval", "1ms"])
+    run = run_calipers(PROGRAMS / "bias.py", TRUTH, share, options=["--interval", "1ms"])
     assert run.returncode == 0, run.stderr
-    truth = shares(json.loads(truth_file.read_text()))
+    truth = shares(run.truth)
     funcs = run.functions("bias.py")
     got = shares({k: cpu(funcs[k]["total"]) for k in ("with_call", "inlined")})
     assert abs(got["with_call"] - truth["with_call"]) <= 0.05, (got, truth)
@@ -65,12 +63,11 @@ def test_function_bias(run_calipers, tmp_path, share):
     assert cpu(funcs["helper"]["total"]) <= cpu(funcs["with_call"]["total"])
 
 
-def test_threads(run_calipers, tmp_path):
+def test_threads(run_calipers):
     prog = PROGRAMS / "threads.py"
-    truth_file = tmp_path / "truth.json"
-    run = run_calipers(prog, truth_file)
+    run = run_calipers(prog, TRUTH)
     assert run.returncode == 0, run.stderr
-    truth = json.loads(truth_file.read_text())
+    truth = run.truth
     lines = run.lines("threads.py")
     busy = lines[line_of(prog, "busy-line")]
     native = lines[line_of(prog, "native-line")]
@@ -113,15 +110,14 @@ def test_sleep_and_io_are_waiting_and_syscalls_are_system(run_calipers):
     assert read["system_s"] >= 0.5 * cpu(read), read
 
 
-def test_many_short_lived_threads(run_calipers, tmp_path):
+def test_many_short_lived_threads(run_calipers):
     """Threads that come and go: each lives longer than the sampling
     interval, so each is seen, with its own kernel thread id, and all of
     its CPU time is accounted (a new thread is credited from its birth)."""
     prog = PROGRAMS / "many_threads.py"
-    truth_file = tmp_path / "truth.json"
-    run = run_calipers(prog, truth_file, options=["--interval", "1ms"])
+    run = run_calipers(prog, TRUTH, options=["--interval", "1ms"])
     assert run.returncode == 0, run.stderr
-    truth = json.loads(truth_file.read_text())
+    truth = run.truth
     assert len(truth) == 64
     workers = [t for t in run.profile["threads"] if not t["main"]]
     assert len(workers) == 64
@@ -130,14 +126,13 @@ def test_many_short_lived_threads(run_calipers, tmp_path):
     assert cpu(funcs["worker"]["total"]) == pytest.approx(sum(truth.values()), rel=0.15)
 
 
-def test_native_threads_of_libraries_are_counted(run_calipers, tmp_path):
+def test_native_threads_of_libraries_are_counted(run_calipers):
     """BLAS worker threads never enter Python; their CPU still belongs to the
     program and is credited, as native, to the line the main thread is on."""
     prog = PROGRAMS / "blas.py"
-    truth_file = tmp_path / "truth.json"
-    run = run_calipers(prog, truth_file)
+    run = run_calipers(prog, TRUTH)
     assert run.returncode == 0, run.stderr
-    truth = json.loads(truth_file.read_text())["process_cpu"]
+    truth = run.truth["process_cpu"]
     lines = run.lines("blas.py")
     work = [lines[line_of(prog, m)] for m in ("matmul-line", "sort-line")]
     # process_time() counts every thread of the process over the same span.

@@ -1,14 +1,13 @@
 """Memory against ground truth the programs compute themselves: allocation
 volumes per line (Python vs native), the 512 MiB peak test, leaks, copy
 volume, threads, native threads and fork under the shim, --cpu-only."""
-import json
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, cpu, line_of, total
+from conftest import PROGRAMS, TRUTH, cpu, line_of, total
 
 MiB = 1 << 20
 
@@ -43,12 +42,11 @@ def test_512mb_peak_whatever_is_touched(run_calipers, kind, fraction):
         assert mem(rec)["alloc_python_bytes"] >= 0.99 * alloc(rec)
 
 
-def test_volumes_and_python_native_split(run_calipers, tmp_path):
+def test_volumes_and_python_native_split(run_calipers):
     prog = PROGRAMS / "volumes.py"
-    truth_file = tmp_path / "truth.json"
-    run = run_calipers(prog, truth_file)
+    run = run_calipers(prog, TRUTH)
     assert run.returncode == 0, run.stderr
-    truth = json.loads(truth_file.read_text())
+    truth = run.truth
     lines = run.lines("volumes.py")
     for marker, want in truth.items():
         rec = lines[line_of(prog, marker)]
@@ -119,12 +117,11 @@ def test_summary_shows_memory_and_leaks(run_calipers):
         assert re.search(r" [0-9.]+[MG]B ", row) and "bytearray(" in row, row
 
 
-def test_copy_volume(run_calipers, tmp_path):
+def test_copy_volume(run_calipers):
     prog = PROGRAMS / "copies.py"
-    truth_file = tmp_path / "truth.json"
-    run = run_calipers(prog, truth_file)
+    run = run_calipers(prog, TRUTH)
     assert run.returncode == 0, run.stderr
-    truth = json.loads(truth_file.read_text())
+    truth = run.truth
     lines = run.lines("copies.py")
     for marker, (copied, seconds) in truth.items():
         rec = lines[line_of(prog, marker)]
