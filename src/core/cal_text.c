@@ -569,16 +569,16 @@ static int cmp_pick_place(const void *x, const void *y)
     return a->no < b->no ? -1 : a->no > b->no;
 }
 
-/* The line record `no` of a file, or NULL (lines are sorted by number). */
-static const cal_jv *find_line(const cal_jv *file, long no)
+/* The element of `arr`, sorted by line number, whose number is `no`, or
+   NULL; `number` reads an element's line number. */
+static const cal_jv *find_numbered(const cal_jv *arr, long no, double (*number)(const cal_jv *))
 {
-    const cal_jv *lines = cal_jv_get(file, "lines");
-    size_t lo = 0, hi = cal_jv_len(lines);
+    size_t lo = 0, hi = cal_jv_len(arr);
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        long n = (long)cal_jv_getnum(cal_jv_at(lines, mid), "line", 0);
+        long n = (long)number(cal_jv_at(arr, mid));
         if (n == no)
-            return cal_jv_at(lines, mid);
+            return cal_jv_at(arr, mid);
         if (n < no)
             lo = mid + 1;
         else
@@ -587,24 +587,28 @@ static const cal_jv *find_line(const cal_jv *file, long no)
     return NULL;
 }
 
-/* The text of line `no` of a file, from its [line, text] pairs (sorted by
-   line), or NULL when the profile does not have it. */
+static double record_number(const cal_jv *rec)
+{
+    return cal_jv_getnum(rec, "line", 0);
+}
+
+static double pair_number(const cal_jv *pair)
+{
+    return cal_jv_num(cal_jv_at(pair, 0), 0);
+}
+
+/* The line record `no` of a file, or NULL. */
+static const cal_jv *find_line(const cal_jv *file, long no)
+{
+    return find_numbered(cal_jv_get(file, "lines"), no, record_number);
+}
+
+/* The text of line `no` of a file, from its [line, text] pairs, or NULL
+   when the profile does not have it. */
 static const char *source_text(const cal_jv *file, long no)
 {
-    const cal_jv *src = cal_jv_get(file, "source");
-    size_t lo = 0, hi = cal_jv_len(src);
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        const cal_jv *pair = cal_jv_at(src, mid);
-        long n = (long)cal_jv_num(cal_jv_at(pair, 0), 0);
-        if (n == no)
-            return cal_jv_str(cal_jv_at(pair, 1), NULL);
-        if (n < no)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    const cal_jv *pair = find_numbered(cal_jv_get(file, "source"), no, pair_number);
+    return cal_jv_str(cal_jv_at(pair, 1), NULL);
 }
 
 static int has_pick(const pick *v, size_t n, size_t file, long no)
