@@ -176,3 +176,43 @@ def test_view_usage_errors(tmp_path, args, message):
     out = calipers("view", *args, cwd=tmp_path)
     assert out.returncode == 2
     assert out.stderr == "calipers: error: %s\n" % message
+
+
+def test_profile_carries_source_whole_or_near_profiled_lines(run_calipers, tmp_path):
+    """A small file's every line; of a file over 32 KiB, only the lines within
+    3 of a profiled line or of a function's first line."""
+    padding = "".join("# padding line %05d %s\n" % (i, "x" * 60) for i in range(600))
+    (tmp_path / "big_helper.py").write_text(padding + (
+        "def spin(seconds):\n"
+        "    import time\n"
+        "    t = time.perf_counter()\n"
+        "    while time.perf_counter() - t < seconds:\n"
+        "        sum(range(500))\n"))
+    main = tmp_path / "main.py"
+    main.write_text("import big_helper\n\n\nbig_helper.spin(0.4)\n")
+    run = run_calipers(main, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    files = {Path(f["path"]).name: f for f in run.profile["files"]}
+    small = files["main.py"]["source"]
+    assert small == [[1, "import big_helper"], [2, ""], [3, ""], [4, "big_helper.spin(0.4)"]]
+    big = files["big_helper.py"]
+    assert (tmp_path / "big_helper.py").stat().st_size > 32 << 10
+    marks = [ln["line"] for ln in big["lines"]] + [fn["line"] for fn in big["functions"]]
+    kept = [n for n, _ in big["source"]]
+    assert kept == sorted(kept) and 601 in kept and 605 in kept
+    assert all(min(abs(n - m) for m in marks) <= 3 for n in kept)
+    text = (tmp_path / "big_helper.py").read_text().splitlines()
+    assert all(text[n - 1] == t for n, t in big["source"])
+
+
+def test_run_min_percent(run_calipers):
+    def rows(text):
+        return [ln for ln in text.splitlines() if re.match(r"^ {0,5}\d+( |$)", ln)]
+
+    every = run_calipers(HERE.parent / "examples" / "demo.py", options=["--min-percent", "0"])
+    few = run_calipers(HERE.parent / "examples" / "demo.py", options=["--min-percent", "30"])
+    assert every.returncode == few.returncode == 0
+    assert len(rows(few.stderr)) < len(rows(every.stderr))
+    bad = run_calipers(PROGRAMS / "waits.py", options=["--min-percent", "x"])
+    assert bad.returncode == 2
+    assert bad.stderr == "calipers: error: --min-percent: expected a percentage from 0 to 100, not 'x'\n"

@@ -188,6 +188,31 @@ static void test_json_writer(void)
     if (strcmp(b.data, want) != 0)
         fprintf(stderr, "got:  %s\nwant: %s\n", b.data, want);
     cal_buf_free(&b);
+
+    /* Indented, with one flat part: a list of pairs on one line. */
+    cal_buf_init(&b);
+    cal_json_init(&j, &b, 1);
+    cal_json_object_begin(&j);
+    cal_json_key(&j, "t");
+    cal_json_flat(&j);
+    cal_json_array_begin(&j);
+    for (int i = 1; i <= 2; i++) {
+        cal_json_array_begin(&j);
+        cal_json_int(&j, i);
+        cal_json_int(&j, 10 * i);
+        cal_json_array_end(&j);
+    }
+    cal_json_array_end(&j);
+    cal_json_key(&j, "u");
+    cal_json_array_begin(&j);
+    cal_json_int(&j, 7);
+    cal_json_array_end(&j);
+    cal_json_object_end(&j);
+    want = "{\n \"t\": [[1,10],[2,20]],\n \"u\": [\n  7\n ]\n}";
+    CHECK(strcmp(b.data, want) == 0);
+    if (strcmp(b.data, want) != 0)
+        fprintf(stderr, "got:  %s\nwant: %s\n", b.data, want);
+    cal_buf_free(&b);
 }
 
 /* The widest line of terminal text, in columns: ANSI sequences take none. */
