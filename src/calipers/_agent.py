@@ -2,13 +2,25 @@
 configuration the launcher passed, and writes the profile at exit.
 
 Imported by the bootstrap before the program's first line, so it imports
-nothing the interpreter has not already loaded (``atexit`` is built in) and
-does all its remaining work at exit.
+nothing the interpreter has not already loaded (``atexit``, ``time`` and
+``_thread`` are built in) and does all its remaining work at exit.
+
+Every process of the run profiles itself: the main one (the launcher's
+PID) and, unless ``--no-follow``, each Python process started from it
+(``subprocess``, ``multiprocessing`` with any start method) and each
+``os.fork()`` child.  A child writes its profile into the run directory
+when it ends; the main process merges the ones present when it ends,
+writes the profile and prints the report.  A process ends through one of
+three doors, and each writes the profile first: ``atexit`` (a normal end),
+``os._exit`` (wrapped), and a terminating signal the program does not
+handle (signals.c).
 """
 
+import _thread
 import atexit
 import os
 import sys
+import time
 
 from calipers import __version__, _calipers
 
@@ -17,6 +29,13 @@ US = "\x1f"  # separates items of a list setting
 LIST_KEYS = ("argv", "profile_only", "profile_exclude", "library")
 
 _state = {}
+#: multiprocessing's own servers: they live until the program has ended,
+#: so their absence from the profile is not worth a note (the forkserver's
+#: children are profiled all the same).
+SERVERS = ("from multiprocessing.resource_tracker import main",
+           "from multiprocessing.semaphore_tracker import main",
+           "from multiprocessing.forkserver import main")
+_finish_lock = _thread.allocate_lock()  # one writer, even on a signal
 
 
 def encode_config(config):
@@ -47,25 +66,107 @@ def decode_config(text):
 def start(text):
     """Start profiling this process with the launcher's configuration."""
     config = decode_config(text)
-    interval = float(config.get("interval") or 0.01)
-    alloc_mean = int(config.get("memory_interval") or 0)
-    memory = _calipers.start(
+    _state.update(config)
+    main_pid = int(config.get("main_pid") or 0)
+    child = main_pid not in (0, os.getpid())
+    if child:
+        _state["argv"] = _cmdline()
+        _state["ppid"] = os.getppid()
+        _state["server"] = any(m in " ".join(_state["argv"]) for m in SERVERS)
+    _begin(_start_engine)
+    atexit.register(_finish)
+    if _state.get("follow"):
+        os.register_at_fork(after_in_child=_after_fork)
+    _wrap_os_exit()
+
+
+def _start_engine():
+    interval = float(_state.get("interval") or 0.01)
+    alloc_mean = int(_state.get("memory_interval") or 0)
+    _state["interval"] = interval
+    return _calipers.start(
         interval,
-        profile_all=bool(config.get("profile_all")),
-        only=config.get("profile_only", []),
-        exclude=config.get("profile_exclude", []),
-        library=config.get("library", []),
+        profile_all=bool(_state.get("profile_all")),
+        only=_state.get("profile_only", []),
+        exclude=_state.get("profile_exclude", []),
+        library=_state.get("library", []),
         self_dir=os.path.dirname(os.path.abspath(__file__)),
-        cwd=config.get("cwd") or os.getcwd(),
+        cwd=_state.get("cwd") or os.getcwd(),
         alloc_mean=alloc_mean,
         copy_mean=4 * alloc_mean,
         threshold=max(1 << 20, 4 * alloc_mean),
     )
-    _state.update(config)
-    _state["memory"] = bool(memory)
-    _state["interval"] = interval
+
+
+def _begin(start_engine):
+    """Start the engine and the signal watch; a child leaves a marker in
+    the run directory so the main process can tell it is missing."""
     _state["pid"] = os.getpid()
-    atexit.register(_finish)
+    _state["start_unix"] = time.time()
+    _state["finished"] = False
+    _state["memory"] = bool(start_engine())
+    _calipers.watch_signals(_on_signal)
+    if _is_child() and not _state.get("server"):
+        try:
+            with open(_part_path(".run"), "wb"):
+                pass
+        except OSError:
+            pass
+
+
+def _is_child():
+    return _state["pid"] != int(_state.get("main_pid") or _state["pid"])
+
+
+def _part_path(suffix):
+    """A child's file in the run directory: start time first, so that a
+    directory listing is in the order the processes started."""
+    return os.path.join(_state.get("run_dir") or "",
+                        "%020d-%d%s" % (int(_state["start_unix"] * 1e9), _state["pid"], suffix))
+
+
+def _cmdline():
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            raw = f.read()
+        return [a.decode("utf-8", "replace") for a in raw.split(b"\0")[:-1]]
+    except OSError:
+        return [sys.executable]
+
+
+def _after_fork():
+    """os.register_at_fork(after_in_child=...): profile the child afresh."""
+    global _finish_lock
+    _finish_lock = _thread.allocate_lock()
+    if _state.get("finished"):
+        return
+    _state["ppid"] = _state["pid"]
+    _state["forked"] = True
+    _state["server"] = False
+    try:
+        _begin(_calipers.restart_in_child)
+    except Exception:  # noqa: BLE001 - the child runs unprofiled
+        _state["finished"] = True
+
+
+def _wrap_os_exit():
+    """os._exit ends the process without atexit: write the profile first."""
+    real = os._exit
+
+    def _exit(status):
+        _finish("os._exit")
+        real(status)
+
+    _exit.__doc__ = real.__doc__
+    _exit.__module__ = real.__module__
+    _exit.__qualname__ = real.__qualname__
+    os._exit = _exit
+
+
+def _on_signal(signum):
+    """Called by signals.c (helper thread, GIL held) before the process
+    ends by signum."""
+    _finish("signal", signum)
 
 
 def _meta():
@@ -78,6 +179,11 @@ def _meta():
         "module": _state.get("module") or None,
         "argv": list(_state.get("argv", [])),
         "pid": _state["pid"],
+        "ppid": int(_state.get("ppid") or os.getppid()),
+        "forked": bool(_state.get("forked")),
+        "end": _state.get("end"),
+        "signal": _state.get("signal") or 0,
+        "notes": _state.get("notes", []),
         "start_unix": float(_state.get("start_unix") or 0),
         "interval": _state["interval"],
         "profile_all": bool(_state.get("profile_all")),
@@ -117,53 +223,141 @@ def styled(fd):
         return False
 
 
-def _finish():
-    """atexit: stop the engine, write the profile, print the report.
+def _finish(end="exit", signum=0):
+    """Stop the engine, write the profile; in the main process merge the
+    children's and print the report.
 
-    Registered first, so it runs after the program's own atexit handlers.
-    Never raises: a failure here is one line on standard error.
+    atexit (registered first, so it runs after the program's own atexit
+    handlers), os._exit and signals.c call it; the first one writes, the
+    others wait for it and return.  Never raises: a failure here is one
+    line on standard error.
     """
     if os.getpid() != _state.get("pid"):
-        return  # a forked child: the parent owns the profile
-    try:
-        _calipers.stop()
-        threading = sys.modules.get("threading")
-        if threading is not None:
-            names = {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
-            _calipers.set_thread_names(names)
-        meta = _meta()
-        outfile = _state.get("outfile") or "calipers-profile.json"
-        written = text = None
+        return  # a forked child that is not profiled: the parent owns the profile
+    with _finish_lock:
+        if _state.get("finished"):
+            return
+        _state["finished"] = True
+        _state["end"] = end
+        _state["signal"] = signum
         try:
-            text = _calipers.write_json(outfile, meta)
-            written = outfile
-        except OSError as exc:
-            import tempfile
+            # The signal watch stays on while writing: a SIGTERM now (Pool
+            # terminates its workers while they exit) waits for the write,
+            # then ends the process as it would have.
+            _calipers.stop()
+            threading = sys.modules.get("threading")
+            if threading is not None:
+                names = {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
+                _calipers.set_thread_names(names)
+            if _is_child():
+                _write_part()
+            else:
+                if _state.get("run_dir"):
+                    _merge_children()
+                _write_main()
+        except BaseException as exc:  # noqa: BLE001 - never a calipers traceback
+            if not _is_child():
+                _say("calipers: internal error while writing the profile: %s: %s\n"
+                     % (type(exc).__name__, exc))
+        finally:
+            _calipers.unwatch_signals()
 
-            fallback = os.path.join(tempfile.gettempdir(), "calipers-profile-%d.json" % os.getpid())
+
+def _write_part():
+    """A child's profile, for the main process to merge: written whole
+    (a temporary file renamed) so that a reader never sees half of it."""
+    try:
+        _calipers.write_json(_part_path(".json"), _meta())
+    except OSError:
+        pass  # the run directory is gone: the main process ended first
+    try:
+        os.unlink(_part_path(".run"))
+    except OSError:
+        pass
+
+
+def _merge_children():
+    run_dir = _state["run_dir"]
+    try:
+        names = sorted(os.listdir(run_dir))
+    except OSError:
+        return
+    done = {n[:-5] for n in names if n.endswith(".json")}
+    corrupt, running, lost = 0, [], []
+    for name in names:
+        path = os.path.join(run_dir, name)
+        if name.endswith(".json"):
             try:
-                text = _calipers.write_json(fallback, meta)
-                written = fallback
-                _say("calipers: could not write %s (%s); profile saved to %s\n"
-                     % (outfile, exc.strerror or exc, fallback))
-            except OSError as exc2:
-                _say("calipers: could not write the profile: %s\n" % (exc2,))
-        if text is None:
-            text = _calipers.json(meta)
-        html = _state.get("html")
+                with open(path, "rb") as f:
+                    _calipers.merge(f.read(), _state["start_unix"])
+            except (OSError, ValueError):
+                corrupt += 1
+        elif name.endswith(".run") and name[:-4] not in done:
+            pid = int(name[:-4].rpartition("-")[2])
+            try:
+                os.kill(pid, 0)
+                running.append(pid)
+            except OSError:
+                lost.append(pid)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    try:
+        os.rmdir(run_dir)
+    except OSError:
+        pass
+    notes = _state.setdefault("notes", [])
+    if running:
+        notes.append("%d child process%s (pid %s) %s still running when the program ended "
+                     "and %s not in the profile."
+                     % (len(running), "" if len(running) == 1 else "es",
+                        ", ".join(map(str, running[:5])),
+                        "was" if len(running) == 1 else "were",
+                        "is" if len(running) == 1 else "are"))
+    if lost:
+        notes.append("%d child process%s (pid %s) ended without writing a profile "
+                     "(killed with SIGKILL, or crashed); %s samples are missing."
+                     % (len(lost), "" if len(lost) == 1 else "es",
+                        ", ".join(map(str, lost[:5])),
+                        "its" if len(lost) == 1 else "their"))
+    if corrupt:
+        notes.append("%d child profile%s could not be read and %s left out."
+                     % (corrupt, "" if corrupt == 1 else "s",
+                        "was" if corrupt == 1 else "were"))
+
+
+def _write_main():
+    meta = _meta()
+    outfile = _state.get("outfile") or "calipers-profile.json"
+    written = text = None
+    try:
+        text = _calipers.write_json(outfile, meta)
+        written = outfile
+    except OSError as exc:
+        import tempfile
+
+        fallback = os.path.join(tempfile.gettempdir(), "calipers-profile-%d.json" % os.getpid())
+        try:
+            text = _calipers.write_json(fallback, meta)
+            written = fallback
+            _say("calipers: could not write %s (%s); profile saved to %s\n"
+                 % (outfile, exc.strerror or exc, fallback))
+        except OSError as exc2:
+            _say("calipers: could not write the profile: %s\n" % (exc2,))
+    if text is None:
+        text = _calipers.json(meta)
+    html = _state.get("html")
+    if html:
+        try:
+            with open(html, "w", encoding="utf-8") as f:
+                f.write(_calipers.render_html(text))
+        except OSError as exc:
+            _say("calipers: could not write %s: %s\n" % (html, exc.strerror or exc))
+            html = None
+    if not _state.get("no_report"):
+        report = _calipers.render_text(text, _terminal_width(), styled(2),
+                                       float(_state.get("min_percent", 1.0)), 300, written)
         if html:
-            try:
-                with open(html, "w", encoding="utf-8") as f:
-                    f.write(_calipers.render_html(text))
-            except OSError as exc:
-                _say("calipers: could not write %s: %s\n" % (html, exc.strerror or exc))
-                html = None
-        if not _state.get("no_report"):
-            report = _calipers.render_text(text, _terminal_width(), styled(2),
-                                           float(_state.get("min_percent", 1.0)), 300, written)
-            if html:
-                report += "calipers: HTML report written to %s\n" % html
-            _say(report)
-    except BaseException as exc:  # noqa: BLE001 - never a calipers traceback
-        _say("calipers: internal error while writing the profile: %s: %s\n"
-             % (type(exc).__name__, exc))
+            report += "calipers: HTML report written to %s\n" % html
+        _say(report)

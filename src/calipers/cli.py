@@ -46,6 +46,9 @@ options (before the script; everything after it is the program's):
   --memory-interval SIZE    mean bytes between allocation samples, randomised
                             (default 256KiB; copies: 4x that); 64k, 1M, ...
   --html FILE               also write the HTML report to FILE
+  --no-follow               profile the main process only (by default every
+                            Python process it starts is profiled too, and
+                            merged into one profile)
   --no-report               do not print the report at exit
   --min-percent N           report lines holding at least N% of the time or
                             of the memory allocated (default 1)
@@ -165,13 +168,14 @@ def parse_run(args):
         "memory_interval": DEFAULT_MEMORY_INTERVAL,
         "html": None,
         "min_percent": 1.0,
+        "no_follow": False,
     }
     with_value = {"-o": "outfile", "--outfile": "outfile", "--interval": "interval",
                   "--memory-interval": "memory_interval", "--html": "html",
                   "--min-percent": "min_percent",
                   "--profile-only": "profile_only", "--profile-exclude": "profile_exclude"}
     flags = {"--profile-all": "profile_all", "--cpu-only": "cpu_only",
-             "--no-report": "no_report"}
+             "--no-report": "no_report", "--no-follow": "no_follow"}
     i = 0
     while i < len(args):
         arg = args[i]
@@ -337,6 +341,18 @@ def interpreter_flags():
     return args
 
 
+def run_directory():
+    """Where the children of the run leave their profiles for the main
+    process to merge (removed by it at the end)."""
+    import tempfile
+
+    try:
+        return tempfile.mkdtemp(prefix="calipers-run-")
+    except OSError as exc:
+        fail("cannot create a directory for child processes' profiles in %s: %s "
+             "(set TMPDIR, or use --no-follow)" % (tempfile.gettempdir(), exc.strerror), 1)
+
+
 def run(args):
     import time
 
@@ -368,6 +384,12 @@ def run(args):
         "argv": argv,
         "start_unix": repr(time.time()),
         "memory_interval": 0 if opts["cpu_only"] else opts["memory_interval"],
+        # This process's PID is the program's (execve keeps it): the main
+        # process; any other that reads this configuration is a child.
+        "main_pid": os.getpid(),
+        "python": "%d.%d" % sys.version_info[:2],
+        "follow": not opts["no_follow"],
+        "run_dir": None if opts["no_follow"] else run_directory(),
     }
     env = dict(os.environ)
     boot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot")

@@ -19,7 +19,9 @@ struct cal_profile {
     vec funcs;     /* cal_func_stat */
     cal_map func_index;   /* hash(file, name, first_line) -> index */
     vec threads;   /* cal_thread_stat */
-    cal_map thread_index; /* hash(ident, tid) -> index */
+    cal_map thread_index; /* hash(process, ident, tid) -> index */
+    vec processes; /* cal_process */
+    vec leaks;     /* cal_leak */
     int64_t wall_ns;
     cal_memory memory;
 };
@@ -54,7 +56,13 @@ cal_profile *cal_profile_new(void)
     p->lines.elem = sizeof(cal_line_stat);
     p->funcs.elem = sizeof(cal_func_stat);
     p->threads.elem = sizeof(cal_thread_stat);
+    p->processes.elem = sizeof(cal_process);
+    p->leaks.elem = sizeof(cal_leak);
     p->memory.peak_line = CAL_PROFILE_NONE;
+    if (cal_profile_process_add(p) == CAL_PROFILE_NONE) {
+        free(p);
+        return NULL;
+    }
     return p;
 }
 
@@ -65,11 +73,18 @@ void cal_profile_free(cal_profile *p)
     for (size_t i = 0; i < p->strings.len; i++)
         free(*(char **)vec_at(&p->strings, i));
     free(p->strings.data);
-    for (size_t i = 0; i < p->lines.len; i++)
-        free(((cal_line_stat *)vec_at(&p->lines, i))->live_series);
+    for (size_t i = 0; i < p->lines.len; i++) {
+        cal_line_stat *ls = vec_at(&p->lines, i);
+        free(ls->live_series);
+        free(ls->procs);
+    }
     free(p->lines.data);
     free(p->funcs.data);
     free(p->threads.data);
+    for (size_t i = 0; i < p->processes.len; i++)
+        free(((cal_process *)vec_at(&p->processes, i))->argv);
+    free(p->processes.data);
+    free(p->leaks.data);
     cal_map_clear(&p->string_index);
     cal_map_clear(&p->line_index);
     cal_map_clear(&p->func_index);
@@ -139,12 +154,18 @@ uint32_t cal_profile_function(cal_profile *p, uint32_t file, uint32_t name,
 
 uint32_t cal_profile_thread(cal_profile *p, uint64_t ident, int32_t tid, int is_main)
 {
-    uint64_t h = cal_hash_u64(ident) ^ (uint64_t)(uint32_t)tid;
+    return cal_profile_thread_in(p, 0, ident, tid, is_main);
+}
+
+uint32_t cal_profile_thread_in(cal_profile *p, uint32_t process, uint64_t ident, int32_t tid,
+                               int is_main)
+{
+    uint64_t h = cal_hash_u64(ident ^ cal_hash_u64(process)) ^ (uint64_t)(uint32_t)tid;
     size_t cursor = 0;
     uint32_t id;
     while ((id = cal_map_find(&p->thread_index, h, &cursor)) != CAL_MAP_NONE) {
         const cal_thread_stat *t = vec_at(&p->threads, id);
-        if (t->ident == ident && t->tid == tid)
+        if (t->ident == ident && t->tid == tid && t->process == process)
             return id;
     }
     id = (uint32_t)p->threads.len;
@@ -155,6 +176,7 @@ uint32_t cal_profile_thread(cal_profile *p, uint64_t ident, int32_t tid, int is_
         p->threads.len--;
         return CAL_PROFILE_NONE;
     }
+    t->process = process;
     t->ident = ident;
     t->tid = tid;
     t->is_main = is_main;
@@ -235,6 +257,17 @@ uint32_t cal_profile_line(cal_profile *p, uint32_t file, int32_t line, uint32_t 
     return id;
 }
 
+uint32_t cal_profile_line_find(const cal_profile *p, uint32_t file, int32_t line)
+{
+    uint32_t id = cal_map_get(&p->line_index, (uint64_t)file << 32 | (uint32_t)line);
+    return id == CAL_MAP_NONE ? CAL_PROFILE_NONE : id;
+}
+
+cal_thread_stat *cal_profile_thread_mut(cal_profile *p, uint32_t i)
+{
+    return i < p->threads.len ? vec_at(&p->threads, i) : NULL;
+}
+
 cal_line_stat *cal_profile_line_mut(cal_profile *p, uint32_t i)
 {
     return i < p->lines.len ? vec_at(&p->lines, i) : NULL;
@@ -245,18 +278,26 @@ cal_func_stat *cal_profile_func_mut(cal_profile *p, uint32_t i)
     return i < p->funcs.len ? vec_at(&p->funcs, i) : NULL;
 }
 
-int cal_profile_line_series_add(cal_profile *p, uint32_t i, int64_t t, int64_t live)
+cal_series *cal_profile_line_series(cal_profile *p, uint32_t i)
 {
     cal_line_stat *ls = cal_profile_line_mut(p, i);
     if (!ls)
-        return -1;
+        return NULL;
     if (!ls->live_series) {
         ls->live_series = malloc(sizeof(cal_series));
         if (!ls->live_series)
-            return -1;
+            return NULL;
         cal_series_init(ls->live_series);
     }
-    cal_series_add(ls->live_series, t, live);
+    return ls->live_series;
+}
+
+int cal_profile_line_series_add(cal_profile *p, uint32_t i, int64_t t, int64_t live)
+{
+    cal_series *s = cal_profile_line_series(p, i);
+    if (!s)
+        return -1;
+    cal_series_add(s, t, live);
     return 0;
 }
 
@@ -309,4 +350,91 @@ size_t cal_profile_nthreads(const cal_profile *p)
 const cal_thread_stat *cal_profile_thread_at(const cal_profile *p, size_t i)
 {
     return vec_at(&p->threads, i);
+}
+
+/* ---- processes, and what merging adds -------------------------------- */
+
+size_t cal_profile_nprocesses(const cal_profile *p)
+{
+    return p->processes.len;
+}
+
+const cal_process *cal_profile_process_at(const cal_profile *p, size_t i)
+{
+    return i < p->processes.len ? vec_at(&p->processes, i) : NULL;
+}
+
+cal_process *cal_profile_process_mut(cal_profile *p, size_t i)
+{
+    return i < p->processes.len ? vec_at(&p->processes, i) : NULL;
+}
+
+uint32_t cal_profile_process_add(cal_profile *p)
+{
+    cal_process *pr = vec_push(&p->processes);
+    if (!pr)
+        return CAL_PROFILE_NONE;
+    pr->end = CAL_PROFILE_NONE;
+    pr->peak = -1;
+    return (uint32_t)(p->processes.len - 1);
+}
+
+int cal_profile_process_set_argv(cal_profile *p, size_t i, const char *const *argv, size_t argc)
+{
+    cal_process *pr = cal_profile_process_mut(p, i);
+    if (!pr)
+        return -1;
+    uint32_t *v = malloc((argc ? argc : 1) * sizeof(*v));
+    if (!v)
+        return -1;
+    for (size_t k = 0; k < argc; k++) {
+        v[k] = cal_profile_string(p, argv[k], strlen(argv[k]));
+        if (v[k] == CAL_PROFILE_NONE) {
+            free(v);
+            return -1;
+        }
+    }
+    free(pr->argv);
+    pr->argv = v;
+    pr->argc = argc;
+    return 0;
+}
+
+int cal_profile_line_proc_add(cal_profile *p, uint32_t line, uint32_t process, int64_t ns,
+                              int64_t alloc)
+{
+    cal_line_stat *ls = cal_profile_line_mut(p, line);
+    if (!ls)
+        return -1;
+    for (uint32_t k = 0; k < ls->nprocs; k++)
+        if (ls->procs[k].process == process) {
+            ls->procs[k].ns += ns;
+            ls->procs[k].alloc += alloc;
+            return 0;
+        }
+    cal_line_proc *v = realloc(ls->procs, (ls->nprocs + 1) * sizeof(*v));
+    if (!v)
+        return -1;
+    ls->procs = v;
+    ls->procs[ls->nprocs++] = (cal_line_proc){process, ns, alloc};
+    return 0;
+}
+
+int cal_profile_leak_add(cal_profile *p, const cal_leak *leak)
+{
+    cal_leak *slot = vec_push(&p->leaks);
+    if (!slot)
+        return -1;
+    *slot = *leak;
+    return 0;
+}
+
+size_t cal_profile_nleaks(const cal_profile *p)
+{
+    return p->leaks.len;
+}
+
+const cal_leak *cal_profile_leak_at(const cal_profile *p, size_t i)
+{
+    return vec_at(&p->leaks, i);
 }

@@ -50,6 +50,14 @@ typedef struct cal_mem {
     int64_t leak_freed;     /* ... and how many of them were freed */
 } cal_mem;
 
+/* One process's share of a line (only in a profile merged from several
+   processes, cal_merge.h). */
+typedef struct cal_line_proc {
+    uint32_t process; /* index in the profile's processes */
+    int64_t ns;       /* cal_times_all of its time here */
+    int64_t alloc;    /* bytes it allocated here */
+} cal_line_proc;
+
 typedef struct cal_line_stat {
     uint32_t file; /* string id of the path */
     int32_t line;
@@ -57,6 +65,8 @@ typedef struct cal_line_stat {
     cal_times t;
     cal_mem mem;
     cal_series *live_series; /* mem.live over time, or NULL */
+    cal_line_proc *procs;    /* per process, or NULL: all from process 0 */
+    uint32_t nprocs;
 } cal_line_stat;
 
 typedef struct cal_func_stat {
@@ -80,9 +90,11 @@ typedef struct cal_memory {
     int64_t end_live, end_python;
     int64_t samples, dropped;
     cal_series footprint;       /* the footprint over time */
+    int leaks_settled;          /* process 0's leaks are in the leak list */
 } cal_memory;
 
 typedef struct cal_thread_stat {
+    uint32_t process; /* index in the profile's processes (0: this one) */
     uint64_t ident; /* threading.get_ident() */
     int32_t tid;    /* kernel thread id */
     int is_main;
@@ -90,6 +102,31 @@ typedef struct cal_thread_stat {
     cal_times t;             /* everything this thread did */
     cal_times unattributed;  /* ... of which no profiled line was on the stack */
 } cal_thread_stat;
+
+/* A process of the run.  Process 0 is the one that owns the profile;
+   the others are its descendants, merged in at the end (cal_merge.h). */
+typedef struct cal_process {
+    int64_t pid, ppid;
+    uint32_t *argv;       /* string ids */
+    size_t argc;
+    int64_t start_ns;     /* when its profiling started, from process 0's start */
+    int64_t wall_ns;      /* how long it was profiled */
+    uint32_t end;         /* string id: how it ended ("exit", "os._exit", "signal",
+                             "exec"), or CAL_PROFILE_NONE */
+    int32_t signal;       /* the signal that ended it, or 0 */
+    int forked;           /* started by fork() without exec */
+    int64_t inherited;    /* bytes live at the fork, left out of its footprint */
+    int64_t peak;         /* its highest footprint, or -1 (memory not profiled) */
+} cal_process;
+
+/* A leak found within a merged process (cal_merge.h): the line and the
+   detector's figures as that process reported them. */
+typedef struct cal_leak {
+    uint32_t line;    /* line index */
+    uint32_t process;
+    double likelihood, rate;
+    int64_t live_end, watched, freed;
+} cal_leak;
 
 typedef struct cal_profile cal_profile;
 
@@ -104,9 +141,32 @@ const char *cal_profile_string_at(const cal_profile *p, uint32_t id);
 uint32_t cal_profile_function(cal_profile *p, uint32_t file, uint32_t name,
                               int32_t first_line);
 
-/* Find or create a thread; return its index or CAL_PROFILE_NONE.  A new
-   (ident, tid) pair is a new thread even when the ident was seen before. */
+/* Find or create a thread of process 0; return its index or
+   CAL_PROFILE_NONE.  A new (ident, tid) pair is a new thread even when the
+   ident was seen before. */
 uint32_t cal_profile_thread(cal_profile *p, uint64_t ident, int32_t tid, int is_main);
+/* The same in a given process. */
+uint32_t cal_profile_thread_in(cal_profile *p, uint32_t process, uint64_t ident, int32_t tid,
+                               int is_main);
+
+/* The processes.  A new profile has one, process 0, zeroed but for
+   end = CAL_PROFILE_NONE and peak = -1. */
+size_t cal_profile_nprocesses(const cal_profile *p);
+const cal_process *cal_profile_process_at(const cal_profile *p, size_t i);
+cal_process *cal_profile_process_mut(cal_profile *p, size_t i);
+/* Append a process; return its index or CAL_PROFILE_NONE. */
+uint32_t cal_profile_process_add(cal_profile *p);
+/* Set a process's argv (copied into string ids).  0, or -1. */
+int cal_profile_process_set_argv(cal_profile *p, size_t i, const char *const *argv, size_t argc);
+
+/* Credit a line's share to a process (a merged profile).  0, or -1. */
+int cal_profile_line_proc_add(cal_profile *p, uint32_t line, uint32_t process, int64_t ns,
+                              int64_t alloc);
+
+/* Leaks found within merged processes. */
+int cal_profile_leak_add(cal_profile *p, const cal_leak *leak);
+size_t cal_profile_nleaks(const cal_profile *p);
+const cal_leak *cal_profile_leak_at(const cal_profile *p, size_t i);
 int cal_profile_set_thread_name(cal_profile *p, uint32_t thread, const char *name);
 
 /* Credit `t` to a thread, and to the line (file, line) in function `func`.
@@ -118,12 +178,18 @@ int cal_profile_add_sample(cal_profile *p, uint32_t thread, uint32_t file, int32
 /* Find or create the line (file, line); return its index or
    CAL_PROFILE_NONE.  Sets the line's function to func. */
 uint32_t cal_profile_line(cal_profile *p, uint32_t file, int32_t line, uint32_t func);
+/* The line (file, line) if it exists, else CAL_PROFILE_NONE. */
+uint32_t cal_profile_line_find(const cal_profile *p, uint32_t file, int32_t line);
 cal_line_stat *cal_profile_line_mut(cal_profile *p, uint32_t i);
+cal_thread_stat *cal_profile_thread_mut(cal_profile *p, uint32_t i);
 cal_func_stat *cal_profile_func_mut(cal_profile *p, uint32_t i);
 
 /* Append (t, live) to a line's live-bytes series.  0, or -1 on allocation
    failure. */
 int cal_profile_line_series_add(cal_profile *p, uint32_t i, int64_t t, int64_t live);
+/* A line's live-bytes series, created empty if it has none; NULL on
+   allocation failure. */
+cal_series *cal_profile_line_series(cal_profile *p, uint32_t i);
 
 cal_memory *cal_profile_memory(cal_profile *p);
 const cal_memory *cal_profile_memory_at(const cal_profile *p);

@@ -94,6 +94,10 @@ size_t cal_report_notes(const cal_profile *p, const cal_meta *m, cal_buf *out)
                        (long long)m->dropped);
         n++;
     }
+    for (size_t i = 0; i < m->nnotes; i++) {
+        cal_buf_printf(out, "%s\n", m->notes[i]);
+        n++;
+    }
     return n;
 }
 
@@ -358,34 +362,66 @@ static void json_memory_summary(cal_json *j, const cal_profile *p)
     cal_json_object_end(j);
 }
 
-static int cmp_leak(const void *a, const void *b, void *ctx)
+static cal_leak leak_of(const cal_line_stat *ls, size_t i)
 {
-    const cal_profile *p = ctx;
-    const cal_line_stat *x = cal_profile_line_at(p, *(const size_t *)a);
-    const cal_line_stat *y = cal_profile_line_at(p, *(const size_t *)b);
-    double lx = leak_likelihood(x->mem.leak_tracked, x->mem.leak_freed);
-    double ly = leak_likelihood(y->mem.leak_tracked, y->mem.leak_freed);
-    if (lx != ly)
-        return lx < ly ? 1 : -1;
-    return cmp_line(a, b, ctx);
+    cal_leak k = {
+        .line = (uint32_t)i,
+        .process = 0,
+        .likelihood = leak_likelihood(ls->mem.leak_tracked, ls->mem.leak_freed),
+        .rate = leak_rate(ls),
+        .live_end = ls->mem.live,
+        .watched = ls->mem.leak_tracked,
+        .freed = ls->mem.leak_freed,
+    };
+    return k;
 }
 
-/* The lines reported as leaking, most likely first; *n is their count. */
-static size_t *leak_index(const cal_profile *p, size_t *n)
+void cal_report_settle_leaks(cal_profile *p)
 {
+    cal_memory *mem = cal_profile_memory(p);
+    if (!mem->enabled || mem->leaks_settled)
+        return;
+    mem->leaks_settled = 1;
+    for (size_t i = 0; i < cal_profile_nlines(p); i++) {
+        const cal_line_stat *ls = cal_profile_line_at(p, i);
+        if (is_leak(p, ls)) {
+            cal_leak k = leak_of(ls, i);
+            cal_profile_leak_add(p, &k); /* out of memory: one leak fewer */
+        }
+    }
+}
+
+/* The leaks to report: the profile's list, and process 0's judged now if
+   they were not settled (a profile written while the program runs). */
+static cal_leak *collect_leaks(const cal_profile *p, size_t *n)
+{
+    const cal_memory *mem = cal_profile_memory_at(p);
     size_t nl = cal_profile_nlines(p), k = 0;
     *n = 0;
-    if (!cal_profile_memory_at(p)->enabled)
+    if (!mem->enabled)
         return NULL;
-    size_t *idx = malloc((nl ? nl : 1) * sizeof(*idx));
-    if (!idx)
+    cal_leak *v = malloc((cal_profile_nleaks(p) + (mem->leaks_settled ? 0 : nl) + 1) * sizeof(*v));
+    if (!v)
         return NULL;
-    for (size_t i = 0; i < nl; i++)
+    for (size_t i = 0; i < cal_profile_nleaks(p); i++)
+        v[k++] = *cal_profile_leak_at(p, i);
+    for (size_t i = 0; !mem->leaks_settled && i < nl; i++)
         if (is_leak(p, cal_profile_line_at(p, i)))
-            idx[k++] = i;
-    qsort_r(idx, k, sizeof(*idx), cmp_leak, (void *)p);
+            v[k++] = leak_of(cal_profile_line_at(p, i), i);
     *n = k;
-    return idx;
+    return v;
+}
+
+static int cmp_leak(const void *a, const void *b, void *ctx)
+{
+    const cal_leak *x = a, *y = b;
+    if (x->likelihood != y->likelihood)
+        return x->likelihood < y->likelihood ? 1 : -1;
+    size_t lx = x->line, ly = y->line;
+    int c = cmp_line(&lx, &ly, ctx);
+    if (c)
+        return c;
+    return (x->process > y->process) - (x->process < y->process);
 }
 
 static void json_leaks(cal_json *j, const cal_profile *p)
@@ -393,9 +429,12 @@ static void json_leaks(cal_json *j, const cal_profile *p)
     cal_json_key(j, "leaks");
     cal_json_array_begin(j);
     size_t n;
-    size_t *idx = leak_index(p, &n);
+    cal_leak *leaks = collect_leaks(p, &n);
+    if (leaks)
+        qsort_r(leaks, n, sizeof(*leaks), cmp_leak, (void *)p);
     for (size_t k = 0; k < n; k++) {
-        const cal_line_stat *ls = cal_profile_line_at(p, idx[k]);
+        const cal_leak *lk = &leaks[k];
+        const cal_line_stat *ls = cal_profile_line_at(p, lk->line);
         cal_json_object_begin(j);
         cal_json_key(j, "path");
         cal_json_string(j, cal_profile_string_at(p, ls->file));
@@ -406,19 +445,99 @@ static void json_leaks(cal_json *j, const cal_profile *p)
             cal_json_string(j, cal_profile_string_at(p, cal_profile_func_at(p, ls->func)->name));
         else
             cal_json_null(j);
+        cal_json_key(j, "process");
+        cal_json_int(j, lk->process);
         cal_json_key(j, "likelihood");
-        cal_json_fixed(j, leak_likelihood(ls->mem.leak_tracked, ls->mem.leak_freed), 3);
+        cal_json_fixed(j, lk->likelihood, 3);
         cal_json_key(j, "rate_bytes_per_s");
-        cal_json_fixed(j, leak_rate(ls), 0);
+        cal_json_fixed(j, lk->rate, 0);
         cal_json_key(j, "live_end_bytes");
-        cal_json_int(j, ls->mem.live);
+        cal_json_int(j, lk->live_end);
         cal_json_key(j, "watched");
-        cal_json_int(j, ls->mem.leak_tracked);
+        cal_json_int(j, lk->watched);
         cal_json_key(j, "freed");
-        cal_json_int(j, ls->mem.leak_freed);
+        cal_json_int(j, lk->freed);
         cal_json_object_end(j);
     }
-    free(idx);
+    free(leaks);
+    cal_json_array_end(j);
+}
+
+/* The processes of the run, each with the times of its threads. */
+static void json_processes(cal_json *j, const cal_profile *p)
+{
+    cal_json_key(j, "processes");
+    cal_json_array_begin(j);
+    for (size_t i = 0; i < cal_profile_nprocesses(p); i++) {
+        const cal_process *pr = cal_profile_process_at(p, i);
+        cal_times t = {0};
+        for (size_t k = 0; k < cal_profile_nthreads(p); k++) {
+            const cal_thread_stat *th = cal_profile_thread_at(p, k);
+            if (th->process == i)
+                cal_times_add(&t, &th->t);
+        }
+        cal_json_object_begin(j);
+        cal_json_key(j, "pid");
+        cal_json_int(j, pr->pid);
+        cal_json_key(j, "ppid");
+        cal_json_int(j, pr->ppid);
+        cal_json_key(j, "argv");
+        cal_json_array_begin(j);
+        for (size_t a = 0; a < pr->argc; a++)
+            cal_json_string(j, cal_profile_string_at(p, pr->argv[a]));
+        cal_json_array_end(j);
+        cal_json_key(j, "forked");
+        cal_json_bool(j, pr->forked);
+        cal_json_key(j, "start_s");
+        cal_json_seconds(j, pr->start_ns);
+        cal_json_key(j, "wall_s");
+        cal_json_seconds(j, i == 0 && !pr->wall_ns ? cal_profile_wall(p) : pr->wall_ns);
+        json_times_fields(j, &t);
+        cal_json_key(j, "end");
+        if (pr->end != CAL_PROFILE_NONE)
+            cal_json_string(j, cal_profile_string_at(p, pr->end));
+        else
+            cal_json_null(j);
+        cal_json_key(j, "signal");
+        if (pr->signal)
+            cal_json_int(j, pr->signal);
+        else
+            cal_json_null(j);
+        cal_json_key(j, "peak_bytes");
+        if (pr->peak >= 0)
+            cal_json_int(j, pr->peak);
+        else
+            cal_json_null(j);
+        cal_json_key(j, "inherited_bytes");
+        cal_json_int(j, pr->inherited);
+        cal_json_object_end(j);
+    }
+    cal_json_array_end(j);
+}
+
+/* A line's share per process, [[process, seconds, bytes allocated], ...]:
+   only in a profile of several processes. */
+static void json_line_processes(cal_json *j, const cal_profile *p, const cal_line_stat *ls)
+{
+    if (cal_profile_nprocesses(p) < 2)
+        return;
+    cal_json_key(j, "processes");
+    cal_json_flat(j);
+    cal_json_array_begin(j);
+    if (!ls->nprocs) {
+        cal_json_array_begin(j);
+        cal_json_int(j, 0);
+        cal_json_seconds(j, cal_times_all(&ls->t));
+        cal_json_int(j, ls->mem.vol.alloc_python + ls->mem.vol.alloc_native);
+        cal_json_array_end(j);
+    }
+    for (uint32_t k = 0; k < ls->nprocs; k++) {
+        cal_json_array_begin(j);
+        cal_json_int(j, ls->procs[k].process);
+        cal_json_seconds(j, ls->procs[k].ns);
+        cal_json_int(j, ls->procs[k].alloc);
+        cal_json_array_end(j);
+    }
     cal_json_array_end(j);
 }
 
@@ -554,6 +673,7 @@ static void json_files(cal_json *j, const cal_profile *p)
             else
                 cal_json_null(j);
             json_times_fields(j, &ls->t);
+            json_line_processes(j, p, ls);
             json_line_memory(j, p, ls);
             cal_json_object_end(j);
         }
@@ -644,11 +764,15 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
     json_memory_summary(&j, p);
     cal_json_object_end(&j);
 
+    json_processes(&j, p);
+
     cal_json_key(&j, "threads");
     cal_json_array_begin(&j);
     for (size_t i = 0; i < cal_profile_nthreads(p); i++) {
         const cal_thread_stat *th = cal_profile_thread_at(p, i);
         cal_json_object_begin(&j);
+        cal_json_key(&j, "process");
+        cal_json_int(&j, th->process);
         cal_json_key(&j, "ident");
         cal_json_int(&j, (int64_t)th->ident);
         cal_json_key(&j, "tid");

@@ -36,12 +36,20 @@ typedef struct cal_meta {
     size_t nprofile_exclude;
     int cpu_only;
     int64_t dropped; /* samples lost to allocation failure */
+    const char *const *notes; /* the owner's own notes, appended as they are */
+    size_t nnotes;
 } cal_meta;
 
 /* Why a profile is empty or thin, as sentences that say what to change.
    Each note is appended to `out` followed by '\n'; returns how many.  The
    notes go into the JSON "notes" array and into the summary. */
 size_t cal_report_notes(const cal_profile *p, const cal_meta *m, cal_buf *out);
+
+/* Judge process 0's lines for leaks and put those found in the profile's
+   leak list (cal_profile_leak_add), for good: before other processes are
+   merged into its lines (cal_merge.h).  Until then the writer judges them
+   afresh each time.  Idempotent. */
+void cal_report_settle_leaks(cal_profile *p);
 
 /* Append the JSON profile to `out`. */
 void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out);

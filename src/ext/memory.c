@@ -85,9 +85,11 @@ static struct {
     cal_profile *profile;
     calx_memory_config config;
     int64_t base_alloc_python, base_alloc_native, base_copied;
+    int64_t base_live, base_python; /* inherited at fork, left out */
 
     /* Protected by the GIL. */
     int attached;
+    int hooked;      /* our PyMem and arena hooks are installed */
     recent_alloc recent[RECENT];
     size_t recent_next;
     int64_t last_peak_t;
@@ -244,6 +246,7 @@ static void leak_step(int64_t t)
 
 static void footprint(const calx_where *w, int64_t live, int flags, int64_t t)
 {
+    live -= M.base_live;
     cal_memory *mem = cal_profile_memory(M.profile);
     cal_series_add(&mem->footprint, t, live);
     uint32_t li;
@@ -412,25 +415,18 @@ static int hooks_are_ours(void)
     return cur.ctx == &orig_obj;
 }
 
-int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
+/* Everything but the allocator hooks: the state, the baselines, the
+   shim's callbacks.  The shim's guard is held.  Returns 0, or -1 with an
+   exception set. */
+static int attach(const cal_shim_api *api, const calx_memory_config *config,
+                  cal_profile *profile, int64_t python_baseline)
 {
-    const cal_shim_api *api = shim();
-    if (!api) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "calipers: the memory shim is not loaded (run the program with `calipers run`)");
-        return -1;
-    }
-    if (M.attached) {
-        PyErr_SetString(PyExc_RuntimeError, "calipers: memory profiling already started");
-        return -1;
-    }
-    int g = api->guard_enter();
     M.api = api;
     M.profile = profile;
     M.config = *config;
+    free(M.queue);
     M.queue = calloc(QUEUE_CAP, sizeof(qevent));
     if (!M.queue) {
-        api->guard_leave(g);
         PyErr_NoMemory();
         return -1;
     }
@@ -455,19 +451,40 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
     mem->copy_mean = config->copy_mean;
     mem->threshold = config->threshold;
 
-    /* Count the arenas pymalloc holds already, then hook the allocators;
-       nothing in between allocates an arena (the GIL is held and no
-       Python object is made). */
     cal_shim_config sc = {
         .alloc_mean = config->alloc_mean,
         .copy_mean = config->copy_mean,
         .threshold = config->threshold,
-        .python_baseline = calx_pymalloc_arena_bytes(),
+        .python_baseline = python_baseline,
     };
     cal_shim_hooks hooks = {on_alloc, on_free, on_copy, on_footprint};
     if (api->attach(&hooks, &sc) != 0) {
-        api->guard_leave(g);
         PyErr_SetString(PyExc_RuntimeError, "calipers: the memory shim is in use");
+        return -1;
+    }
+    M.attached = 1;
+    return 0;
+}
+
+int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
+{
+    const cal_shim_api *api = shim();
+    if (!api) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "calipers: the memory shim is not loaded (run the program with `calipers run`)");
+        return -1;
+    }
+    if (M.attached || M.hooked) {
+        PyErr_SetString(PyExc_RuntimeError, "calipers: memory profiling already started");
+        return -1;
+    }
+    int g = api->guard_enter();
+    M.base_live = M.base_python = 0;
+    /* Count the arenas pymalloc holds already, then hook the allocators;
+       nothing in between allocates an arena (the GIL is held and no
+       Python object is made). */
+    if (attach(api, config, profile, calx_pymalloc_arena_bytes()) != 0) {
+        api->guard_leave(g);
         return -1;
     }
     PyObjectArenaAllocator arena;
@@ -484,9 +501,33 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
     PyMem_GetAllocator(PYMEM_DOMAIN_OBJ, (PyMemAllocatorEx *)&orig_obj);
     hook.ctx = &orig_obj;
     PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, &hook);
-    M.attached = 1;
+    M.hooked = 1;
     api->guard_leave(g);
     return 0;
+}
+
+int calx_memory_restart_in_child(cal_profile *profile)
+{
+    if (!M.hooked || M.attached || !M.api) {
+        PyErr_SetString(PyExc_RuntimeError, "calipers: no memory profile to restart");
+        return -1;
+    }
+    const cal_shim_api *api = M.api;
+    int g = api->guard_enter();
+    api->reset();
+    cal_shim_counters c;
+    api->counters(&c);
+    M.base_live = c.live_native + c.live_python;
+    M.base_python = c.live_python;
+    /* The hooks are still installed and the arenas already counted. */
+    int rc = attach(api, &M.config, profile, 0);
+    api->guard_leave(g);
+    return rc;
+}
+
+int64_t calx_memory_inherited(void)
+{
+    return M.base_live;
 }
 
 int64_t calx_memory_pass(void)
@@ -496,7 +537,7 @@ int64_t calx_memory_pass(void)
     drain();
     cal_shim_counters c;
     M.api->counters(&c);
-    int64_t live = c.live_native + c.live_python;
+    int64_t live = c.live_native + c.live_python - M.base_live;
     cal_series_add(&cal_profile_memory(M.profile)->footprint, calx_sampler_elapsed_ns(), live);
     return live;
 }
@@ -512,6 +553,7 @@ void calx_memory_stop(void)
         PyMem_SetAllocator(PYMEM_DOMAIN_MEM, (PyMemAllocatorEx *)&orig_mem);
         PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, (PyMemAllocatorEx *)&orig_obj);
     }
+    M.hooked = 0;
     PyObjectArenaAllocator cur;
     PyObject_GetArenaAllocator(&cur);
     if (cur.ctx == &orig_arena)
@@ -527,10 +569,14 @@ void calx_memory_stop(void)
     mem->alloc_python = c.alloc_python - M.base_alloc_python;
     mem->alloc_native = c.alloc_native - M.base_alloc_native;
     mem->copied = c.copied - M.base_copied;
-    mem->peak = c.peak;
-    mem->peak_python = c.peak_python;
-    mem->end_live = c.live_native + c.live_python;
-    mem->end_python = c.live_python;
+    mem->peak = c.peak - M.base_live;
+    mem->peak_python = c.peak_python - M.base_python;
+    if (mem->peak_python < 0)
+        mem->peak_python = 0;
+    mem->end_live = c.live_native + c.live_python - M.base_live;
+    mem->end_python = c.live_python - M.base_python;
+    if (mem->end_python < 0)
+        mem->end_python = 0;
     mem->dropped = c.dropped + atomic_load(&M.dropped);
     cal_series_add(&mem->footprint, calx_sampler_elapsed_ns(), mem->end_live);
     M.attached = 0;
@@ -545,6 +591,8 @@ void calx_memory_after_fork_child(void)
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     M.mu = fresh;
     if (M.attached && M.api) {
+        /* The hooks stay: the shim counts, nobody samples, until the
+           child restarts (calx_memory_restart_in_child). */
         M.api->detach();
         M.attached = 0;
     }

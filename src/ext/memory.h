@@ -46,7 +46,18 @@ int64_t calx_memory_pass(void);
 int calx_memory_guard_enter(void);
 void calx_memory_guard_leave(int previous);
 
-/* The process forked: the child does not profile (for now). */
+/* The process forked (pthread_atfork): the child stops sampling; the
+   allocator hooks stay installed and keep counting. */
 void calx_memory_after_fork_child(void);
+
+/* In a forked child that profiles afresh (GIL held): sample into
+   `profile`, with the footprint measured from what the child inherited
+   (calx_memory_inherited) and the peak from now.  Returns 0, or -1 with an
+   exception set. */
+int calx_memory_restart_in_child(cal_profile *profile);
+
+/* Bytes live at the fork that the footprint leaves out (0 but in a
+   restarted child). */
+int64_t calx_memory_inherited(void);
 
 #endif

@@ -9,11 +9,13 @@
 #include <Python.h>
 
 #include "cal_buf.h"
+#include "cal_merge.h"
 #include "cal_report.h"
 #include "cal_view.h"
 #include "codeinfo.h"
 #include "memory.h"
 #include "sampler.h"
+#include "signals.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -120,6 +122,90 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     Py_RETURN_TRUE;
 }
 
+PyDoc_STRVAR(restart_in_child_doc,
+"restart_in_child() -> bool\n\n"
+"In a forked child of a profiled process: start a fresh profile of this\n"
+"process with the parent's settings.  Returns whether memory is profiled.");
+
+static PyObject *py_restart_in_child(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    int guard = calx_memory_guard_enter();
+    int rc = calx_sampler_restart_in_child();
+    calx_memory_guard_leave(guard);
+    if (rc != 0)
+        return NULL;
+    if (!calx_memory_available() || calx_memory_restart_in_child(calx_sampler_profile()) != 0) {
+        PyErr_Clear(); /* not profiling memory in the parent either */
+        Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(watch_signals_doc,
+"watch_signals(callback)\n\n"
+"On SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 or SIGALRM, if the program\n"
+"has not set a handler for it, call callback(signum) from a helper thread\n"
+"with the GIL, then end the process by that signal.");
+
+static PyObject *py_watch_signals(PyObject *self, PyObject *callback)
+{
+    (void)self;
+    if (!PyCallable_Check(callback)) {
+        PyErr_SetString(PyExc_TypeError, "callback must be callable");
+        return NULL;
+    }
+    if (calx_signals_start(callback) != 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_unwatch_signals(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    calx_signals_stop();
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(merge_doc,
+"merge(profile, start_unix)\n\n"
+"Add another process's JSON profile (str or bytes) to this one; start_unix\n"
+"is when this process's profiling started.  Raises ValueError for a\n"
+"corrupt or foreign profile (nothing is added), MemoryError.");
+
+static PyObject *py_merge(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *text;
+    Py_ssize_t len;
+    double start_unix;
+    if (!PyArg_ParseTuple(args, "s#d", &text, &len, &start_unix))
+        return NULL;
+    cal_profile *p = calx_sampler_profile();
+    if (!p || calx_sampler_running()) {
+        PyErr_SetString(PyExc_RuntimeError, "merge() needs a stopped profile");
+        return NULL;
+    }
+    cal_jdoc doc;
+    char err[256];
+    if (cal_jdoc_parse(&doc, text, (size_t)len, err, sizeof err) != 0) {
+        cal_jdoc_free(&doc);
+        PyErr_Format(PyExc_ValueError, "corrupt profile: %s", err);
+        return NULL;
+    }
+    int guard = calx_memory_guard_enter();
+    int rc = cal_merge_add(p, doc.root, start_unix, err, sizeof err);
+    calx_memory_guard_leave(guard);
+    cal_jdoc_free(&doc);
+    if (rc != 0) {
+        PyErr_SetString(strcmp(err, "out of memory") ? PyExc_ValueError : PyExc_MemoryError, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_stop(PyObject *self, PyObject *noargs)
 {
     (void)self;
@@ -173,8 +259,8 @@ static PyObject *py_set_thread_names(PyObject *self, PyObject *names)
 
 typedef struct meta_holder {
     cal_meta m;
-    char **argv, **only, **exclude;
-    size_t argc, nonly, nexclude;
+    char **argv, **only, **exclude, **notes;
+    size_t argc, nonly, nexclude, nnotes;
 } meta_holder;
 
 static const char *meta_str(PyObject *d, const char *key)
@@ -205,7 +291,8 @@ static int meta_from_dict(PyObject *d, meta_holder *h)
     }
     if (str_list(PyDict_GetItemString(d, "argv"), &h->argv, &h->argc) ||
         str_list(PyDict_GetItemString(d, "profile_only"), &h->only, &h->nonly) ||
-        str_list(PyDict_GetItemString(d, "profile_exclude"), &h->exclude, &h->nexclude))
+        str_list(PyDict_GetItemString(d, "profile_exclude"), &h->exclude, &h->nexclude) ||
+        str_list(PyDict_GetItemString(d, "notes"), &h->notes, &h->nnotes))
         return -1;
     cal_meta *m = &h->m;
     m->calipers_version = meta_str(d, "calipers_version");
@@ -230,6 +317,8 @@ static int meta_from_dict(PyObject *d, meta_holder *h)
     m->nprofile_only = h->nonly;
     m->profile_exclude = (const char *const *)h->exclude;
     m->nprofile_exclude = h->nexclude;
+    m->notes = (const char *const *)h->notes;
+    m->nnotes = h->nnotes;
     m->pid = (int64_t)meta_num(d, "pid");
     m->start_unix = meta_num(d, "start_unix");
     m->interval_ns = (int64_t)(meta_num(d, "interval") * 1e9);
@@ -244,6 +333,32 @@ static void meta_free(meta_holder *h)
     free_str_list(h->argv, h->argc);
     free_str_list(h->only, h->nonly);
     free_str_list(h->exclude, h->nexclude);
+    free_str_list(h->notes, h->nnotes);
+}
+
+/* Process 0 of the profile: this process, as the agent describes it. */
+static int set_process(cal_profile *p, PyObject *meta, const meta_holder *h)
+{
+    cal_process *pr = cal_profile_process_mut(p, 0);
+    pr->pid = h->m.pid;
+    pr->ppid = (int64_t)meta_num(meta, "ppid");
+    pr->wall_ns = cal_profile_wall(p);
+    pr->forked = meta_num(meta, "forked") != 0;
+    pr->signal = (int32_t)meta_num(meta, "signal");
+    const char *end = meta_str(meta, "end");
+    if (PyErr_Occurred())
+        return -1;
+    pr->end = end ? cal_profile_string(p, end, strlen(end)) : CAL_PROFILE_NONE;
+    const cal_memory *mem = cal_profile_memory_at(p);
+    pr->inherited = calx_memory_inherited();
+    if (cal_profile_nprocesses(p) == 1) /* else merging fixed it */
+        pr->peak = mem->enabled ? mem->peak : -1;
+    if (pr->argc == 0 &&
+        cal_profile_process_set_argv(p, 0, (const char *const *)h->argv, h->argc) != 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
 }
 
 /* The JSON profile into b (initialised here).  On success return 0; on
@@ -257,7 +372,7 @@ static int render(PyObject *meta, cal_buf *b)
         return -1;
     }
     meta_holder h;
-    if (meta_from_dict(meta, &h) != 0) {
+    if (meta_from_dict(meta, &h) != 0 || set_process(p, meta, &h) != 0) {
         meta_free(&h);
         return -1;
     }
@@ -408,6 +523,10 @@ static PyObject *py_render_html(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS, start_doc},
     {"stop", py_stop, METH_NOARGS, "stop()\n\nStop sampling; take a last sample."},
+    {"restart_in_child", py_restart_in_child, METH_NOARGS, restart_in_child_doc},
+    {"watch_signals", py_watch_signals, METH_O, watch_signals_doc},
+    {"unwatch_signals", py_unwatch_signals, METH_NOARGS, "unwatch_signals()\n\nUndo watch_signals."},
+    {"merge", py_merge, METH_VARARGS, merge_doc},
     {"running", py_running, METH_NOARGS, "running() -> bool"},
     {"set_thread_names", py_set_thread_names, METH_O, set_thread_names_doc},
     {"json", py_json, METH_O, json_doc},

@@ -60,6 +60,7 @@
 #include "gilwatch.h"
 #include "memory.h"
 #include "pyinternals.h"
+#include "signals.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -543,7 +544,8 @@ static void sample_native_threads(const pass_entry *main)
     struct dirent *de;
     while ((de = readdir(dir)) != NULL) {
         int tid = atoi(de->d_name);
-        if (tid <= 0 || tid == E.sampler_tid || tid == watcher || is_python_tid(tid))
+        if (tid <= 0 || tid == E.sampler_tid || tid == watcher || is_python_tid(tid) ||
+            calx_signals_is_helper(0, tid))
             continue;
         int is_new;
         native_thread *nt = native_find_or_add(tid, &is_new);
@@ -596,7 +598,8 @@ static void sample_pass(enum pass_kind kind, int main_native)
     calx_threads_lock();
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(E.interp); ts;
          ts = PyThreadState_Next(ts)) {
-        if (ts == E.sampler_ts || ts->thread_id == 0)
+        if (ts == E.sampler_ts || ts->thread_id == 0 ||
+            calx_signals_is_helper((unsigned long)ts->thread_id, 0))
             continue;
         int is_main = (unsigned long)ts->thread_id == E.main_ident;
         if (kind == PASS_SAMPLER && is_main)
@@ -782,31 +785,21 @@ static void after_fork_child(void)
     E.thread_started = 0;
     calx_gilwatch_reset();
     calx_memory_after_fork_child();
+    calx_signals_after_fork_child();
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     E.mu = fresh;
     pthread_cond_init(&E.cv, NULL);
 }
 
-int calx_sampler_start(int64_t interval_ns, calx_filter *filter)
+/* Start a fresh profile with E.filter and E.interval_ns. */
+static int engine_start(void)
 {
-    if (atomic_load(&E.active)) {
-        PyErr_SetString(PyExc_RuntimeError, "calipers is already profiling");
-        return -1;
-    }
-    static int atfork_done;
-    if (!atfork_done) {
-        pthread_atfork(NULL, NULL, after_fork_child);
-        atfork_done = 1;
-    }
     E.profile = cal_profile_new();
     if (!E.profile) {
         PyErr_NoMemory();
         return -1;
     }
     calx_codes_init(&E.codes);
-    E.filter = *filter;
-    memset(filter, 0, sizeof(*filter));
-    E.interval_ns = interval_ns;
     E.interp = PyThreadState_Get()->interp;
     E.main_ts = PyThreadState_Get();
     E.main_ident = PyThread_get_thread_ident();
@@ -869,6 +862,46 @@ int calx_sampler_start(int64_t interval_ns, calx_filter *filter)
     }
     E.thread_started = 1;
     return 0;
+}
+
+int calx_sampler_start(int64_t interval_ns, calx_filter *filter)
+{
+    if (atomic_load(&E.active)) {
+        PyErr_SetString(PyExc_RuntimeError, "calipers is already profiling");
+        return -1;
+    }
+    static int atfork_done;
+    if (!atfork_done) {
+        pthread_atfork(NULL, NULL, after_fork_child);
+        atfork_done = 1;
+    }
+    calx_filter_free(&E.filter);
+    E.filter = *filter;
+    memset(filter, 0, sizeof(*filter));
+    E.interval_ns = interval_ns;
+    cal_profile_free(E.profile);
+    E.profile = NULL;
+    return engine_start();
+}
+
+int calx_sampler_restart_in_child(void)
+{
+    if (!E.profile || getpid() == E.pid || atomic_load(&E.active)) {
+        PyErr_SetString(PyExc_RuntimeError, "calipers: not a forked child of a profiled process");
+        return -1;
+    }
+    /* The parent's profile, code cache and threads stay with the parent. */
+    int guard = calx_memory_guard_enter();
+    calx_codes_clear(&E.codes);
+    Py_CLEAR(E.threading_active);
+    E.nthreads = 0;
+    E.nnatives = 0;
+    E.threads_changed = 1;
+    cal_profile_free(E.profile);
+    E.profile = NULL;
+    int rc = engine_start();
+    calx_memory_guard_leave(guard);
+    return rc;
 }
 
 int calx_sampler_stop(void)

@@ -25,6 +25,11 @@ int calx_sampler_start(int64_t interval_ns, calx_filter *filter_steal);
    holds the GIL.  Safe to call twice.  Returns 0, or -1 with an exception. */
 int calx_sampler_stop(void);
 
+/* In a forked child of a profiled process (GIL held): drop the parent's
+   profile and start a fresh one with the same settings.  On success return
+   0; on error set an exception and return -1. */
+int calx_sampler_restart_in_child(void);
+
 /* Is a profile being collected by this process (not a forked child)? */
 int calx_sampler_running(void);
 

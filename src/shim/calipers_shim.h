@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define CAL_SHIM_SYMBOL "calipers_shim_api"
-#define CAL_SHIM_ABI 1
+#define CAL_SHIM_ABI 2
 
 #define CAL_SHIM_RISING 1
 #define CAL_SHIM_NEW_PEAK 2
@@ -103,6 +103,10 @@ typedef struct cal_shim_api {
     void (*py_free)(void *ctx, void *ptr);
     void *(*arena_alloc)(void *ctx, size_t size);
     void (*arena_free)(void *ctx, void *ptr, size_t size);
+    /* In a forked child that profiles afresh (detached): forget every
+       tracked allocation (their cookies belong to the parent's profile) and
+       start the peak from the current footprint. */
+    void (*reset)(void);
 } cal_shim_api;
 
 #endif

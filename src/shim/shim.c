@@ -794,6 +794,25 @@ static int api_tracked(const void *p)
     return tt_contains((uintptr_t)p);
 }
 
+static void api_reset(void)
+{
+    uint8_t g = T.guard;
+    T.guard = 1;
+    tt_lock();
+    if (TT.slots)
+        memset(TT.slots, 0, TT.cap * sizeof(*TT.slots));
+    TT.used = TT.live = 0;
+    for (size_t i = 0; i < sizeof TT.filter; i++)
+        atomic_store_explicit(&TT.filter[i], 0, memory_order_relaxed);
+    tt_unlock();
+    flush_totals();
+    flush();
+    int64_t lp = atomic_load(&G.live_python);
+    atomic_store(&G.peak, atomic_load(&G.live_native) + lp);
+    atomic_store(&G.peak_python, lp);
+    T.guard = g;
+}
+
 EXPORT const cal_shim_api calipers_shim_api = {
     .abi = CAL_SHIM_ABI,
     .attach = api_attach,
@@ -808,6 +827,7 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .py_free = py_free,
     .arena_alloc = arena_alloc,
     .arena_free = arena_free,
+    .reset = api_reset,
 };
 
 /* ---- process events ------------------------------------------------------------- */

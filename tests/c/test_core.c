@@ -12,6 +12,7 @@
 #include "cal_json.h"
 #include "cal_jsonr.h"
 #include "cal_map.h"
+#include "cal_merge.h"
 #include "cal_profile.h"
 #include "cal_rand.h"
 #include "cal_report.h"
@@ -238,6 +239,82 @@ static int max_visible_width(const char *s)
 }
 
 static void test_fuzz(const char *generated, size_t n);
+
+/* A profile's JSON, as another process of the run would write it. */
+static char *profile_json(cal_profile *p, double start_unix, size_t *len)
+{
+    cal_meta m = test_meta();
+    m.start_unix = start_unix;
+    cal_buf b;
+    cal_buf_init(&b);
+    cal_report_json(p, &m, &b);
+    *len = b.len;
+    return b.data;
+}
+
+static void test_merge(void)
+{
+    /* The same program in two processes: every figure doubles, and each
+       line knows both processes' shares. */
+    cal_profile *child = cal_profile_new(), *q = cal_profile_new();
+    build_profile(child, 0);
+    build_profile(q, 1);
+    cal_memory *cm = cal_profile_memory(child), *qm = cal_profile_memory(q);
+    cm->enabled = qm->enabled = 1;
+    cal_series_add(&cm->footprint, 0, 100);
+    cal_series_add(&cm->footprint, 10000000, 300);
+    cm->peak = 300;
+    cal_series_add(&qm->footprint, 0, 50);
+    cal_series_add(&qm->footprint, 20000000, 50);
+    qm->peak = 50;
+    cal_profile_process_mut(child, 0)->pid = 42;
+    size_t len;
+    char *text = profile_json(child, 1000.005, &len);
+    cal_jdoc doc;
+    char err[200];
+    CHECK(cal_jdoc_parse(&doc, text, len, err, sizeof err) == 0);
+    CHECK(cal_merge_add(q, doc.root, 1000.0, err, sizeof err) == 0);
+    CHECK(cal_profile_nprocesses(q) == 2);
+    CHECK(cal_profile_process_at(q, 1)->pid == 42);
+    CHECK(cal_profile_process_at(q, 1)->start_ns == 5000000);
+    CHECK(cal_profile_process_at(q, 0)->peak == 50); /* its own, before the sum */
+    CHECK(cal_profile_nthreads(q) == 2);
+    CHECK(cal_profile_thread_at(q, 1)->process == 1);
+    CHECK(cal_profile_thread_at(q, 1)->unattributed.waiting_ns == 5000000);
+    CHECK(cal_profile_nlines(q) == 4);
+    for (size_t i = 0; i < cal_profile_nlines(q); i++) {
+        const cal_line_stat *ls = cal_profile_line_at(q, i);
+        int64_t want = 2 * (1000000 * (ls->line - 10));
+        CHECK(llabs(ls->t.python_ns - want) <= 1000);
+        CHECK(ls->t.samples == 2);
+        CHECK(ls->nprocs == 2 && ls->procs[0].process == 0 && ls->procs[1].process == 1);
+        CHECK(llabs(ls->procs[1].ns - ls->procs[0].ns) <= 3000);
+    }
+    CHECK(cal_profile_nfuncs(q) == 2);
+    CHECK(cal_profile_func_at(q, 0)->self.samples == 4);
+    /* The footprints add up in time: the child's 300 at 15 ms on q's
+       clock, over q's 50. */
+    CHECK(qm->peak == 350);
+    cal_jdoc_free(&doc);
+    free(text);
+
+    /* The merged profile writes a valid profile, with the processes. */
+    text = profile_json(q, 1000.0, &len);
+    CHECK(cal_jdoc_parse(&doc, text, len, err, sizeof err) == 0);
+    CHECK(cal_view_check(doc.root, err, sizeof err) == 0);
+    CHECK(cal_jv_len(cal_jv_get(doc.root, "processes")) == 2);
+    CHECK(strstr(text, "\"processes\": [[0,") != NULL);
+    cal_jdoc_free(&doc);
+    free(text);
+
+    /* Not a profile: refused, nothing added. */
+    CHECK(cal_jdoc_parse(&doc, "{\"schema\": \"other\"}", 19, err, sizeof err) == 0);
+    CHECK(cal_merge_add(q, doc.root, 1000.0, err, sizeof err) == -1);
+    CHECK(cal_profile_nprocesses(q) == 2);
+    cal_jdoc_free(&doc);
+    cal_profile_free(child);
+    cal_profile_free(q);
+}
 
 static void test_report_deterministic(void)
 {
@@ -672,6 +749,7 @@ int main(void)
     test_jsonr();
     test_html();
     test_report_deterministic();
+    test_merge();
     test_notes();
     test_rand();
     test_clock();

@@ -4,9 +4,19 @@
 interpreter on the user's program, so the program runs exactly as under
 ``python script.py`` (its own ``__main__``, ``sys.argv``, tracebacks and exit
 status) while the engine starts before the first line of it.  This module
-undoes every trace of that: it removes its directory from ``sys.path``,
-restores PYTHONPATH and LD_PRELOAD, removes the calipers variables from the environment, and
-then imports the user's own ``sitecustomize`` if there is one.
+undoes every trace of that the program could see: it removes its directory
+from ``sys.path``, shows the program its own PYTHONPATH and LD_PRELOAD in
+``os.environ`` and none of the calipers variables, and then imports the
+user's own ``sitecustomize`` if there is one.
+
+To follow child processes (the default; ``--no-follow`` turns it off) the
+variables stay in the process's C environment, which is what children
+inherit when started without an explicit environment (``subprocess`` with
+``env=None``, every ``multiprocessing`` start method, ``os.system``,
+``os.exec*``): a Python child imports this module and profiles itself.
+Only ``os.environ``, the program's view, is cleaned.  A child that cannot
+be profiled (another Python version, calipers not importable) starts
+silently as it would have.
 """
 
 
@@ -15,29 +25,49 @@ def _calipers_boot():
     import sys
 
     here = os.path.dirname(os.path.abspath(__file__))
-    config = os.environ.pop("CALIPERS_CONFIG", None)
-    saved = os.environ.pop("CALIPERS_PYTHONPATH", None)
-    if saved is None or saved == "\x1f":  # cli.NO_PYTHONPATH
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = saved
-    # The allocation shim stays loaded in this process; children get the
-    # user's LD_PRELOAD back.
-    preload = os.environ.pop("CALIPERS_LD_PRELOAD", None)
-    if preload == "\x1f":
-        os.environ.pop("LD_PRELOAD", None)
-    elif preload is not None:
-        os.environ["LD_PRELOAD"] = preload
+    env = os.environ
+    config = env.get("CALIPERS_CONFIG")
+    follow = config is not None and "\x1efollow=1" in "\x1e" + config
+    # The program's view of its environment; the C environment (what
+    # children inherit) keeps the calipers variables when following.
+    data = getattr(env, "_data", None)
+    hide_only = follow and isinstance(data, dict) and hasattr(env, "encodekey")
+
+    def set_view(key, value):
+        if hide_only:
+            k = env.encodekey(key)
+            if value is None:
+                data.pop(k, None)
+            else:
+                data[k] = env.encodevalue(value)
+        elif value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+
+    saved = env.get("CALIPERS_PYTHONPATH")
+    preload = env.get("CALIPERS_LD_PRELOAD")
+    for key in ("CALIPERS_CONFIG", "CALIPERS_PYTHONPATH", "CALIPERS_LD_PRELOAD"):
+        set_view(key, None)
+    set_view("PYTHONPATH", None if saved in (None, "\x1f") else saved)  # "\x1f": cli.NO_PYTHONPATH
+    # The allocation shim stays loaded in this process.
+    if preload is not None:
+        set_view("LD_PRELOAD", None if preload == "\x1f" else preload)
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     sys.path_importer_cache.pop(here, None)
 
     if config is not None:
+        main = "\x1emain_pid=%d\x1e" % os.getpid() in "\x1e" + config + "\x1e"
+        version = "\x1epython=%d.%d\x1e" % sys.version_info[:2] in "\x1e" + config + "\x1e"
         try:
+            if not version:
+                raise RuntimeError("another Python version than the launcher's")
             from calipers import _agent
 
             _agent.start(config)
         except Exception as exc:  # never break the program
-            sys.stderr.write("calipers: profiling disabled: %s\n" % (exc,))
+            if main:
+                sys.stderr.write("calipers: profiling disabled: %s\n" % (exc,))
 
     # Chain to the user's sitecustomize, as if this one had never existed.
     # With none to chain to, leave as a missing sitecustomize would: raising

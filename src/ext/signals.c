@@ -1,0 +1,229 @@
+/*
+ * signals — see signals.h.
+ *
+ * HOW IT WORKS
+ *
+ * Python leaves SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM at
+ * their default action, which ends the process without running atexit, so
+ * a program ended that way would lose its profile.  For each of those
+ * still at SIG_DFL when profiling starts we install a C handler.  The
+ * Python signal module caches what it saw when it was imported (at
+ * interpreter start-up, before calipers), so signal.getsignal() still
+ * answers SIG_DFL, and a handler the program installs later simply
+ * replaces ours: the program keeps its own signal semantics.
+ *
+ * The handler is async-signal-safe: it records the signal and writes one
+ * byte to a pipe.  A helper thread (all signals blocked, so the kernel
+ * never picks it to run a handler) reads the pipe, takes the GIL, calls
+ * the agent's callback, which writes the profile, then restores SIG_DFL
+ * and sends the signal to the process again, still holding the GIL so no
+ * more Python runs: the process ends exactly as it would have, with the
+ * same signal in its status.  Taking the GIL may wait for a long native
+ * call; a watchdog ends the process as it would have after
+ * WATCHDOG_SECONDS in any case, so a wedged program stays killable.
+ *
+ * A forked child inherits the handler but not the helper thread: in the
+ * child the handler notices the pid changed and takes the default action
+ * itself, until the child restarts profiling (signals.h).
+ */
+#include "signals.h" /* Python.h first */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WATCHDOG_SECONDS 10
+
+static const int watched[] = {SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
+#define NWATCHED (sizeof watched / sizeof watched[0])
+
+static struct {
+    /* Written before the handlers are installed; read by them. */
+    int pipe[2];
+    pid_t pid;
+    unsigned ours; /* bit i: watched[i] has our handler */
+    /* Set by the handler. */
+    atomic_int caught;
+    /* Protected by the GIL. */
+    PyObject *callback;
+    pthread_t helper;
+    int running;
+    atomic_int helper_tid;
+} S = {.pipe = {-1, -1}};
+
+/* Restore the default action and deliver `sig` to the process again. */
+static void die_by_sigsafe(int sig)
+{
+    signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    kill(getpid(), sig);
+}
+
+static void on_signal_sigsafe(int sig)
+{
+    int saved = errno;
+    if (getpid() != S.pid) {
+        /* A forked child that has not restarted: as if we were not here. */
+        die_by_sigsafe(sig);
+        errno = saved;
+        return;
+    }
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&S.caught, &expected, sig)) {
+        char byte = 1;
+        ssize_t n;
+        do
+            n = write(S.pipe[1], &byte, 1);
+        while (n < 0 && errno == EINTR);
+    }
+    errno = saved;
+}
+
+static void *watchdog_main(void *arg)
+{
+    int sig = (int)(intptr_t)arg;
+    struct timespec ts = {WATCHDOG_SECONDS, 0};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    die_by_sigsafe(sig);
+    return NULL;
+}
+
+static void *helper_main(void *arg)
+{
+    (void)arg;
+    atomic_store(&S.helper_tid, (int)gettid());
+    char byte;
+    for (;;) {
+        ssize_t n = read(S.pipe[0], &byte, 1);
+        if (n == 1)
+            break;
+        if (n == 0 || (n < 0 && errno != EINTR))
+            return NULL; /* the pipe was closed: stopping */
+    }
+    int sig = atomic_load(&S.caught);
+    if (sig == 0)
+        return NULL; /* woken by calx_signals_stop */
+    pthread_t wd;
+    pthread_create(&wd, NULL, watchdog_main, (void *)(intptr_t)sig);
+    PyGILState_STATE gs = PyGILState_Ensure();
+    if (S.callback) {
+        PyObject *r = PyObject_CallFunction(S.callback, "i", sig);
+        if (r)
+            Py_DECREF(r);
+        else
+            PyErr_Clear();
+    }
+    /* Still holding the GIL: nothing else runs Python from here on. */
+    die_by_sigsafe(sig);
+    for (;;)
+        pause();
+    PyGILState_Release(gs); /* not reached */
+    return NULL;
+}
+
+int calx_signals_start(PyObject *callback)
+{
+    if (S.running)
+        return 0;
+    if (pipe2(S.pipe, O_CLOEXEC) != 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    S.pid = getpid();
+    atomic_store(&S.caught, 0);
+    Py_INCREF(callback);
+    Py_XSETREF(S.callback, callback);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&S.helper, NULL, helper_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        close(S.pipe[0]);
+        close(S.pipe[1]);
+        S.pipe[0] = S.pipe[1] = -1;
+        errno = rc;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    S.running = 1;
+    S.ours = 0;
+    for (size_t i = 0; i < NWATCHED; i++) {
+        struct sigaction cur;
+        if (sigaction(watched[i], NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
+            cur.sa_handler != SIG_DFL)
+            continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal_sigsafe;
+        sa.sa_flags = SA_RESTART;
+        sigfillset(&sa.sa_mask);
+        if (sigaction(watched[i], &sa, NULL) == 0)
+            S.ours |= 1u << i;
+    }
+    return 0;
+}
+
+/* Give back the signals whose handler is still ours. */
+static void restore_defaults(void)
+{
+    for (size_t i = 0; i < NWATCHED; i++) {
+        if (!(S.ours & (1u << i)))
+            continue;
+        struct sigaction cur;
+        if (sigaction(watched[i], NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+            cur.sa_handler == on_signal_sigsafe)
+            signal(watched[i], SIG_DFL);
+    }
+    S.ours = 0;
+}
+
+void calx_signals_stop(void)
+{
+    if (!S.running || getpid() != S.pid)
+        return;
+    restore_defaults();
+    if (atomic_load(&S.caught) == 0) {
+        /* Wake the helper with nothing caught; it exits. */
+        close(S.pipe[1]);
+        S.pipe[1] = -1;
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(S.helper, NULL);
+        Py_END_ALLOW_THREADS
+        close(S.pipe[0]);
+        S.pipe[0] = -1;
+        S.running = 0;
+    }
+    /* A signal is being handled: the helper owns the rest. */
+}
+
+int calx_signals_is_helper(unsigned long ident, int tid)
+{
+    if (!S.running)
+        return 0;
+    return (ident && ident == (unsigned long)S.helper) || (tid && tid == atomic_load(&S.helper_tid));
+}
+
+void calx_signals_after_fork_child(void)
+{
+    if (!S.running)
+        return;
+    restore_defaults();
+    if (S.pipe[0] >= 0)
+        close(S.pipe[0]);
+    if (S.pipe[1] >= 0)
+        close(S.pipe[1]);
+    S.pipe[0] = S.pipe[1] = -1;
+    S.running = 0;
+    atomic_store(&S.caught, 0);
+    atomic_store(&S.helper_tid, 0);
+}

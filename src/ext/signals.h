@@ -1,0 +1,33 @@
+/*
+ * signals — a profile even when the program is ended by a signal whose
+ * default action is to terminate it (SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
+ * SIGUSR2, SIGALRM): the profile is written, then the process ends by the
+ * same signal.  Signals the program handles itself are never touched.
+ * See docs/INTERNALS.md, "Signals".
+ *
+ * All functions are called with the GIL held.
+ */
+#ifndef CALX_SIGNALS_H
+#define CALX_SIGNALS_H
+
+#include <Python.h>
+
+/* Install the handlers on the signals still at their default action, and
+   start the helper thread that calls callback(signum) (with the GIL) when
+   one arrives.  On success return 0; on error set an exception and return
+   -1. */
+int calx_signals_start(PyObject *callback);
+
+/* Give the signals back (those whose handler is still ours) and stop the
+   helper, unless it is already handling a signal. */
+void calx_signals_stop(void);
+
+/* Is this thread (pthread ident, or kernel tid; 0 for unknown) the helper?
+   The sampler leaves it out: it is the profiler's own. */
+int calx_signals_is_helper(unsigned long ident, int tid);
+
+/* In a forked child (pthread_atfork): the helper thread is gone; give the
+   signals back until calx_signals_start is called again. */
+void calx_signals_after_fork_child(void);
+
+#endif

@@ -1,0 +1,139 @@
+"""Whole programs: child processes merged into one profile, and signals.
+
+Every test runs a real program under calipers and checks the merged JSON
+against what the program measured itself (TRUTH) or against the same
+program run without calipers."""
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import PROGRAMS, TRUTH, cpu, line_of, validate
+
+PROCS = PROGRAMS / "procs.py"
+WORK_LINES = range(line_of(PROCS, "hot") - 3, line_of(PROCS, "hot2") + 2)
+
+
+def work_cpu(run):
+    """CPU seconds the profile puts on work()'s lines, in every process."""
+    return sum(cpu(rec) for n, rec in run.lines("procs.py").items() if n in WORK_LINES)
+
+
+def processes_of_line(run, line):
+    return {p for p, _, _ in run.lines("procs.py")[line].get("processes", [[0, 0, 0]])}
+
+
+@pytest.mark.parametrize("mode,method", [
+    ("pool", "fork"), ("pool", "spawn"), ("pool", "forkserver"),
+    ("executor", "spawn"), ("process", "forkserver"),
+])
+def test_multiprocessing_children_are_merged(run_calipers, run_plain, mode, method):
+    run = run_calipers(PROCS, mode, method, TRUTH)
+    plain = run_plain(PROCS, mode, method)
+    assert run.returncode == plain.returncode == 0, run.stderr
+    # The start method is the program's: same output as without calipers.
+    assert run.stdout == plain.stdout
+    procs = run.profile["processes"]
+    workers = [p for p in procs[1:] if p["python_s"] + p["native_s"] > 0.1]
+    assert len(workers) == (1 if mode == "process" else 2), procs
+    assert all(p["forked"] == (method != "spawn") for p in workers)
+    truth = run.truth["work_cpu_s"] if mode != "process" else None
+    seen = work_cpu(run)
+    if truth is not None:
+        # >= 90% of the function's time (each worker measured its own) is
+        # on its lines; sampling does not invent time either.
+        assert 0.9 * truth <= seen <= 1.1 * truth + 0.05, (seen, truth)
+    hot = line_of(PROCS, "hot2")
+    worker_ids = {procs.index(p) for p in workers}
+    assert processes_of_line(run, hot) <= worker_ids | {0}
+    assert processes_of_line(run, hot) & worker_ids
+    assert run.profile["notes"] == []
+
+
+def test_fork_child_leaving_by_os_exit(run_calipers, run_plain):
+    run = run_calipers(PROCS, "fork")
+    assert run.stdout == run_plain(PROCS, "fork").stdout == "child status 7\n"
+    procs = run.profile["processes"]
+    assert len(procs) == 2
+    child = procs[1]
+    assert child["forked"] and child["end"] == "os._exit"
+    assert child["ppid"] == procs[0]["pid"]
+    assert child["python_s"] + child["native_s"] > 0.1
+    assert processes_of_line(run, line_of(PROCS, "hot2")) == {1}
+    # The parent only waited for it.
+    assert procs[0]["python_s"] < 0.1
+
+
+def test_fork_child_returning_normally(run_calipers):
+    run = run_calipers(PROCS, "forkreturn")
+    assert run.returncode == 0
+    procs = run.profile["processes"]
+    assert [p["end"] for p in procs] == ["exit", "exit"]
+    assert processes_of_line(run, line_of(PROCS, "hot2")) == {1}
+
+
+def test_python_subprocess(run_calipers):
+    run = run_calipers(PROCS, "subprocess")
+    assert run.returncode == 0 and run.stdout == "child status 0\n"
+    procs = run.profile["processes"]
+    assert len(procs) == 2 and not procs[1]["forked"]
+    assert procs[1]["argv"][1:] == [str(PROCS), "work"]
+    assert processes_of_line(run, line_of(PROCS, "hot2")) == {1}
+
+
+def test_shell_child_unchanged(run_calipers, run_plain):
+    run = run_calipers(PROCS, "sh")
+    plain = run_plain(PROCS, "sh")
+    assert run.stdout == plain.stdout == "'hi\\n' 3\n"
+    assert run.returncode == plain.returncode == 0
+    assert len(run.profile["processes"]) == 1  # sh is not Python
+
+
+def test_no_follow(run_calipers):
+    run = run_calipers(PROCS, "subprocess", options=["--no-follow"])
+    assert run.returncode == 0
+    assert len(run.profile["processes"]) == 1
+    assert line_of(PROCS, "hot2") not in run.lines("procs.py")
+
+
+def test_killed_child_loses_only_its_samples(run_calipers):
+    run = run_calipers(PROCS, "kill9")
+    assert run.returncode == 0
+    assert len(run.profile["processes"]) == 1
+    assert any("SIGKILL" in note for note in run.profile["notes"])
+    assert processes_of_line(run, line_of(PROCS, "hot2")) == {0}
+
+
+def test_environment_the_program_sees(run_calipers, run_plain, tmp_path):
+    """os.environ is the program's own, though children inherit calipers."""
+    env = {"PYTHONPATH": str(tmp_path), "LD_PRELOAD": ""}
+    assert run_calipers(PROCS, "env", env=env).stdout == run_plain(PROCS, "env", env=env).stdout
+    plain = run_plain(PROCS, "env", env={"PYTHONPATH": ""})
+    assert run_calipers(PROCS, "env", env={"PYTHONPATH": ""}).stdout == plain.stdout
+
+
+def test_sigterm_writes_the_profile_and_dies_by_it(tmp_path):
+    """A 60-second program killed after 5 s: a valid profile of ~5 s, and
+    the status a plain Python program would have (killed by SIGTERM)."""
+    out = tmp_path / "p.json"
+    prog = tmp_path / "long.py"
+    prog.write_text("import time\nt = time.time()\nwhile time.time() - t < 60:\n"
+                    "    sum(range(1000))  # busy\n")
+    proc = subprocess.Popen([sys.executable, "-m", "calipers", "run", "-o", str(out),
+                             "--no-report", str(prog)], cwd=tmp_path)
+    time.sleep(5)
+    start = time.time()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM
+    assert time.time() - start < 5
+    import json
+
+    profile = validate(json.loads(out.read_text()))
+    assert 4.0 <= profile["summary"]["wall_s"] <= 6.5
+    assert profile["processes"][0]["end"] == "signal"
+    assert profile["processes"][0]["signal"] == signal.SIGTERM
+    busy = [ln for f in profile["files"] for ln in f["lines"] if ln["line"] in (3, 4)]
+    assert sum(cpu(ln) for ln in busy) > 3.0
