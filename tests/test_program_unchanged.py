@@ -40,7 +40,9 @@ def test_user_pythonpath_and_sitecustomize_survive(run_calipers, run_plain, tmp_
 
 @pytest.mark.parametrize("how,status", [
     ("exit3", 3), ("exit-message", 1), ("raise", 1), ("keyboard", -signal.SIGINT),
-    ("sigint", -signal.SIGINT)])
+    ("sigint", -signal.SIGINT), ("os._exit", 5), ("sigterm", -signal.SIGTERM),
+    ("sighup", -signal.SIGHUP), ("sigusr1", -signal.SIGUSR1), ("sigalrm", -signal.SIGALRM),
+    ("sigterm-thread", -signal.SIGTERM)])
 def test_exit_status_output_and_profile(run_calipers, run_plain, how, status):
     prog = PROGRAMS / "exits.py"
     plain = run_plain(prog, how)
@@ -51,6 +53,12 @@ def test_exit_status_output_and_profile(run_calipers, run_plain, how, status):
     assert prof.stdout == plain.stdout
     assert prof.stderr == plain.stderr  # same traceback, nothing of ours
     assert prof.profile is not None and prof.profile["summary"]["samples"] >= 1
+    end = prof.profile["processes"][0]
+    if status < 0:
+        # Killed by the signal: the profile was written first.
+        assert (end["end"], end["signal"]) == ("signal", -status) or how in ("keyboard", "sigint")
+    elif how == "os._exit":
+        assert end["end"] == "os._exit"
 
 
 def test_signal_handlers_timers_and_no_eintr(run_calipers, run_plain):
@@ -61,6 +69,8 @@ def test_signal_handlers_timers_and_no_eintr(run_calipers, run_plain):
     facts = json.loads(prof.stdout)
     assert facts == json.loads(plain.stdout)
     assert facts["quiet_polls"] == [0] * 10  # no EINTR from the profiler
+    assert facts["caught"] == [signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2]
+    assert facts["dispositions"]["SIGTERM"] == "SIG_DFL"
     assert facts["timer_polls"] == ["eintr"] * 3
     assert facts["select_waited_enough"] and facts["alarms_enough"]
     assert facts["prof_ticks_enough"]

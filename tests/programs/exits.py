@@ -25,3 +25,21 @@ if how == "sigint":
     time.sleep(5)  # KeyboardInterrupt arrives first
 if how == "keyboard":
     raise KeyboardInterrupt
+if how == "os._exit":
+    os._exit(5)
+if how in ("sigterm", "sighup", "sigusr1", "sigalrm"):
+    # Left at their default action: the process dies by the signal.
+    os.kill(os.getpid(), getattr(signal, how.upper()))
+    time.sleep(5)
+if how == "sigterm-thread":
+    # Sent while the main thread sleeps and another thread is busy.
+    import threading
+
+    def busy():
+        t = time.time()
+        while time.time() - t < 5:
+            sum(range(100))
+
+    threading.Thread(target=busy, daemon=True).start()
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    time.sleep(5)

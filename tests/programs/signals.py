@@ -3,6 +3,7 @@ facts that must be the same with and without calipers."""
 import ctypes
 import errno
 import json
+import os
 import select
 import signal
 import time
@@ -29,9 +30,27 @@ def raw_poll(ms):
     return "eintr" if r == -1 and ctypes.get_errno() == errno.EINTR else r
 
 
+# What the program finds before it sets any handler of its own.
+def disposition(h):
+    return {signal.SIG_DFL: "SIG_DFL", signal.SIG_IGN: "SIG_IGN"}.get(h, "handler")
+
+
+facts = {"dispositions": {name: disposition(signal.getsignal(getattr(signal, name)))
+                          for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2",
+                                       "SIGALRM", "SIGINT", "SIGPIPE")}}
+
+# Its own handlers for the signals calipers watches run, and the program
+# goes on.
+caught = []
+for name in ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2"):
+    signal.signal(getattr(signal, name), lambda signum, frame: caught.append(signum))
+    os.kill(os.getpid(), getattr(signal, name))
+facts["caught"] = caught
+for name in ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2"):
+    signal.signal(getattr(signal, name), signal.SIG_DFL)
+
 signal.signal(signal.SIGALRM, on_alarm)
 signal.signal(signal.SIGPROF, on_prof)
-facts = {}
 
 # No timer of our own: nothing may interrupt a blocking call.
 facts["quiet_polls"] = [raw_poll(40) for _ in range(10)]
