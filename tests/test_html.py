@@ -171,3 +171,18 @@ def test_leak_panel_names_the_line(browser, tmp_path, run_calipers):
     assert "%d%%" % round(100 * leak["likelihood"]) in panel
     # ... and the line's row in the file table is marked.
     assert view.page.locator("tr.leak").count() == 1
+
+
+def test_processes_table(browser, tmp_path, run_calipers):
+    """A run of several processes lists them, with their commands."""
+    prog = Path(__file__).resolve().parent / "programs" / "procs.py"
+    html = tmp_path / "procs.html"
+    run = run_calipers(prog, "pool", "fork", options=["--html", str(html)])
+    assert run.returncode == 0, run.stderr
+    view = Page(browser, html, tmp_path / "procs.png")
+    view.clean()
+    rows = view.page.locator("#process-table tr")
+    assert rows.count() == 1 + len(run.profile["processes"]) >= 4
+    text = view.page.inner_text("#processes")
+    assert "main" in text and "fork of %d" % run.profile["processes"][0]["pid"] in text
+    assert "procs.py pool fork" in text

@@ -1,7 +1,7 @@
 """The terminal report and `calipers view`: golden files, the width and
 mode rules, and one-line errors for bad input.
 
-The golden files (tests/golden) are the reports of three saved profiles
+The golden files (tests/golden) are the reports of four saved profiles
 (tests/data: a CPU-only run of threads.py, a full run of examples/demo.py, a
 run too short to sample) at 80 and 160 columns, in colour and plain.  After a
 deliberate change to the report, rewrite them with
@@ -36,7 +36,7 @@ def visible(line):
     return len(ANSI.sub("", line))
 
 
-@pytest.mark.parametrize("profile", ["cpu", "memory", "empty"])
+@pytest.mark.parametrize("profile", ["cpu", "memory", "empty", "procs"])
 @pytest.mark.parametrize("width", [80, 160])
 @pytest.mark.parametrize("color", ["never", "always"])
 def test_golden(profile, width, color):

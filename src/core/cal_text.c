@@ -376,8 +376,11 @@ static void header(report *r)
                    what, r->wall, cpu, *py ? py : "0%", *nat ? nat : "0%", *sys ? sys : "0%",
                    t.wait);
     size_t nthreads = cal_jv_len(cal_jv_get(r->root, "threads"));
+    size_t nprocs = cal_jv_len(cal_jv_get(r->root, "processes"));
     if (nthreads > 1)
         cal_buf_printf(&h, " across %zu threads", nthreads);
+    if (nprocs > 1)
+        cal_buf_printf(&h, " in %zu processes", nprocs);
     if (h.data)
         add_wrapped(r->out, h.data, r->width, 10, r->tty);
     cal_buf_free(&h);
@@ -868,6 +871,70 @@ done:
     free(rows);
 }
 
+/* In a run of several processes: one row each, in the order they started:
+   pid, how it began and ended, its time and split, its peak, its command. */
+static void processes_section(report *r)
+{
+    const cal_jv *procs = cal_jv_get(r->root, "processes");
+    if (cal_jv_len(procs) < 2)
+        return;
+    /* pid, start, end, time, %: 38 columns; then the split and the peak
+       while the command keeps 10 columns. */
+    int used = 38 + 2;
+    int split = r->width - used - (SPLIT_CELLS + 1) >= 10;
+    used += split ? SPLIT_CELLS + 1 : 0;
+    int peak_on = r->memory && r->width - used - 9 >= 10;
+    used += peak_on ? 9 : 0;
+    cal_buf_puts(r->out, "\n");
+    style(r->out, r->tty, DIM);
+    cal_buf_printf(r->out, "%8s %-5s %-9s %8s %4s", "pid", "start", "end", "time", "%");
+    if (split)
+        cal_buf_printf(r->out, " %-*s", SPLIT_CELLS, "split");
+    if (peak_on)
+        cal_buf_printf(r->out, " %8s", "peak");
+    cal_buf_puts(r->out, "  command\n");
+    style(r->out, r->tty, RESET);
+    for (size_t i = 0; i < cal_jv_len(procs); i++) {
+        const cal_jv *pr = cal_jv_at(procs, i);
+        times t = get_times(pr);
+        char pct[8], end[16], peak[16];
+        percent(pct, sizeof pct, t_all(t), r->time_all);
+        const char *how = cal_jv_getstr(pr, "end", "?");
+        if (!strcmp(how, "signal"))
+            snprintf(end, sizeof end, "signal %.0f",
+                     fmin(fmax(cal_jv_getnum(pr, "signal", 0), 0), 99));
+        else
+            snprintf(end, sizeof end, "%.9s", how);
+        const char *start = i == 0                                        ? "main"
+                            : cal_jv_bool(cal_jv_get(pr, "forked"), 0) ? "fork"
+                                                                          : "exec";
+        cal_buf_printf(r->out, "%8.0f %-5s %-9s %7.2fs %4s",
+                       fmin(fmax(cal_jv_getnum(pr, "pid", 0), 0), 99999999), start, end,
+                       fmin(fmax(t_all(t), 0), 9999.99), pct);
+        if (split) {
+            cal_buf_puts(r->out, " ");
+            add_split(r->out, t, SPLIT_CELLS, r->tty);
+        }
+        if (peak_on) {
+            const cal_jv *pk = cal_jv_get(pr, "peak_bytes");
+            if (cal_jv_is(pk, CAL_JNUM))
+                format_bytes(peak, sizeof peak, cal_jv_num(pk, 0), 0);
+            else
+                snprintf(peak, sizeof peak, "-");
+            cal_buf_printf(r->out, " %8s", peak);
+        }
+        cal_buf_puts(r->out, "  ");
+        cal_buf cmd;
+        cal_buf_init(&cmd);
+        const cal_jv *argv = cal_jv_get(pr, "argv");
+        for (size_t a = 0; a < cal_jv_len(argv); a++)
+            cal_buf_printf(&cmd, "%s%s", a ? " " : "", cal_jv_str(cal_jv_at(argv, a), ""));
+        add_text(r->out, cmd.data ? cmd.data : "", r->width - used, r->tty);
+        cal_buf_free(&cmd);
+        cal_buf_puts(r->out, "\n");
+    }
+}
+
 static void leaks_section(report *r)
 {
     const cal_jv *leaks = cal_jv_get(r->root, "leaks");
@@ -885,6 +952,10 @@ static void leaks_section(report *r)
                               "(likelihood %.0f%%)",
                        base_name(cal_jv_getstr(lk, "path", "?")), cal_jv_getnum(lk, "line", 0),
                        held, rate, 100 * cal_jv_getnum(lk, "likelihood", 0));
+        size_t pi = (size_t)cal_jv_getnum(lk, "process", 0);
+        if (pi > 0)
+            cal_buf_printf(&line, " in process %.0f",
+                           cal_jv_getnum(cal_jv_at(cal_jv_get(r->root, "processes"), pi), "pid", 0));
         style(r->out, r->tty, RED);
         if (line.data)
             add_wrapped(r->out, line.data, r->width, 10, r->tty);
@@ -930,6 +1001,7 @@ void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out)
                                  cal_jv_getnum(mem, "allocated_native_bytes", 0)
                            : 0;
     header(&r);
+    processes_section(&r);
     notes_section(&r);
     if (cal_jv_len(cal_jv_get(root, "files")))
         legend(&r);

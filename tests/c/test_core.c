@@ -540,7 +540,7 @@ static void test_fuzz(const char *generated, size_t n)
 {
     fuzz_profile(generated, n, 4000);
     static const char *const fixtures[] = {"tests/data/memory.json", "tests/data/cpu.json",
-                                           "tests/data/empty.json"};
+                                           "tests/data/empty.json", "tests/data/procs.json"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         FILE *f = fopen(fixtures[i], "rb");
         CHECK(f != NULL); /* run from the repository root */
