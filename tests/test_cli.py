@@ -66,6 +66,8 @@ def test_syntax_error(tmp_path):
     (["run", "--bogus", "x.py"], "unknown option --bogus"),
     (["run", "--interval", "fast", "x.py"], "--interval"),
     (["run", "--interval", "0", "x.py"], "out of range"),
+    (["run", "--profile-interval", "0.01", "x.py"], "--profile-interval"),
+    (["run", "--profile-interval", "often", "x.py"], "--profile-interval"),
     (["run"], "no program"),
     (["run", "-o"], "expected a value"),
     (["frobnicate"], "unknown command"),

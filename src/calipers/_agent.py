@@ -78,6 +78,14 @@ def start(text):
     if _state.get("follow"):
         os.register_at_fork(after_in_child=_after_fork)
     _wrap_os_exit()
+    if not child:
+        _calipers.set_periodic(_periodic, float(_state.get("profile_interval") or 0),
+                               request_path(_state.get("run_dir")))
+
+
+def request_path(run_dir):
+    """The file `calipers dump PID` creates to ask for the profile now."""
+    return os.path.join(run_dir, "dump-request") if run_dir else None
 
 
 def _start_engine():
@@ -161,6 +169,47 @@ def _wrap_os_exit():
     _exit.__module__ = real.__module__
     _exit.__qualname__ = real.__qualname__
     os._exit = _exit
+
+
+def _periodic(reason):
+    """Called by the sampler thread (GIL held) every --profile-interval
+    seconds, or when `calipers dump` asks: write the profile so far.  The
+    file is replaced whole (a temporary file renamed over it), so a reader
+    never sees half of one.  Skipped while the final profile is being
+    written."""
+    if not _finish_lock.acquire(False):
+        return
+    try:
+        if _state.get("finished") or _is_child():
+            return
+        _calipers.snapshot()
+        meta = _meta()
+        meta["notes"] = list(meta["notes"]) + [
+            "Written while the program ran (%s); it is rewritten at the end%s." % (
+                "every %g s" % float(_state["profile_interval"]) if reason == "interval"
+                else "on request", _children_note())]
+        _calipers.write_json(_state.get("outfile") or "calipers-profile.json", meta)
+    except BaseException as exc:  # noqa: BLE001 - never into the program
+        if not _state.get("periodic_failed"):
+            _state["periodic_failed"] = True
+            _say("calipers: could not write the profile while running: %s\n" % (exc,))
+    finally:
+        _finish_lock.release()
+        if reason == "request":
+            try:
+                os.unlink(request_path(_state.get("run_dir")))
+            except OSError:
+                pass
+
+
+def _children_note():
+    try:
+        names = os.listdir(_state.get("run_dir") or "")
+    except OSError:
+        return ""
+    if any(n.endswith((".run", ".json")) for n in names):
+        return ", when the child processes are merged in"
+    return ""
 
 
 def _on_signal(signum):

@@ -23,6 +23,7 @@ USAGE = """\
 usage: calipers run [options] script.py [args...]
        calipers run [options] -m module [args...]
        calipers view [--text | --html FILE] [view options] profile.json
+       calipers dump PID
        calipers --version | --help
 
 Profile a Python program: time per line and per function, split into Python,
@@ -49,9 +50,14 @@ options (before the script; everything after it is the program's):
   --no-follow               profile the main process only (by default every
                             Python process it starts is profiled too, and
                             merged into one profile)
+  --profile-interval SECS   also write the profile every SECS seconds while
+                            the program runs (replaced whole each time)
   --no-report               do not print the report at exit
   --min-percent N           report lines holding at least N% of the time or
                             of the memory allocated (default 1)
+
+calipers dump PID: ask the profiled program with that process id to write
+its profile now (to its --outfile), without stopping it.
 
 view options:
   --text                    print the terminal report (the default)
@@ -132,6 +138,16 @@ def parse_size(text, option="--memory-interval"):
     return value
 
 
+def parse_period(text, option="--profile-interval"):
+    try:
+        value = float(text[:-1] if text.endswith("s") else text)
+    except ValueError:
+        value = -1.0
+    if not 0.1 <= value <= 86400:
+        raise UsageError("%s: expected seconds from 0.1 to 86400, not %r" % (option, text))
+    return value
+
+
 def parse_percent(text, option="--min-percent"):
     try:
         value = float(text)
@@ -169,10 +185,11 @@ def parse_run(args):
         "html": None,
         "min_percent": 1.0,
         "no_follow": False,
+        "profile_interval": 0.0,
     }
     with_value = {"-o": "outfile", "--outfile": "outfile", "--interval": "interval",
                   "--memory-interval": "memory_interval", "--html": "html",
-                  "--min-percent": "min_percent",
+                  "--min-percent": "min_percent", "--profile-interval": "profile_interval",
                   "--profile-only": "profile_only", "--profile-exclude": "profile_exclude"}
     flags = {"--profile-all": "profile_all", "--cpu-only": "cpu_only",
              "--no-report": "no_report", "--no-follow": "no_follow"}
@@ -211,6 +228,8 @@ def parse_run(args):
                 opts[key] = parse_size(value)
             elif key == "min_percent":
                 opts[key] = parse_percent(value)
+            elif key == "profile_interval":
+                opts[key] = parse_period(value)
             elif key in ("profile_only", "profile_exclude"):
                 opts[key] += split_patterns(value, name)
             else:
@@ -343,7 +362,8 @@ def interpreter_flags():
 
 def run_directory():
     """Where the children of the run leave their profiles for the main
-    process to merge (removed by it at the end)."""
+    process to merge, and `calipers dump` its requests (removed by the main
+    process at the end)."""
     import tempfile
 
     try:
@@ -389,7 +409,8 @@ def run(args):
         "main_pid": os.getpid(),
         "python": "%d.%d" % sys.version_info[:2],
         "follow": not opts["no_follow"],
-        "run_dir": None if opts["no_follow"] else run_directory(),
+        "profile_interval": repr(opts["profile_interval"]),
+        "run_dir": run_directory(),
     }
     env = dict(os.environ)
     boot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot")
@@ -501,6 +522,45 @@ def view(args):
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 
 
+def dump(args):
+    """calipers dump PID: ask a running profiled program for its profile."""
+    import time
+
+    from calipers import _agent
+
+    if len(args) != 1 or not args[0].isdigit():
+        raise UsageError("usage: calipers dump PID")
+    pid = int(args[0])
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            environ = f.read().split(b"\0")
+    except FileNotFoundError:
+        raise InputError("no process %d" % pid, 1)
+    except OSError as exc:
+        raise InputError("cannot inspect process %d: %s" % (pid, exc.strerror), 1)
+    raw = [e[len(b"CALIPERS_CONFIG="):] for e in environ if e.startswith(b"CALIPERS_CONFIG=")]
+    if not raw:
+        raise InputError("process %d is not running under calipers" % pid, 1)
+    config = _agent.decode_config(raw[0].decode("utf-8", "replace"))
+    main_pid = int(config.get("main_pid") or 0)
+    if main_pid != pid:
+        raise InputError("process %d is a child process of a calipers run; ask its main "
+                         "process (%d)" % (pid, main_pid), 1)
+    request = _agent.request_path(config.get("run_dir"))
+    if not request or not os.path.isdir(config["run_dir"]):
+        raise InputError("process %d has no calipers control directory (it is ending, or an "
+                         "older calipers started it)" % pid, 1)
+    outfile = config.get("outfile") or "calipers-profile.json"
+    with open(request, "wb"):
+        pass
+    deadline = time.time() + 10
+    while os.path.exists(request):
+        if time.time() > deadline:
+            raise InputError("process %d did not answer within 10 s" % pid, 1)
+        time.sleep(0.05)
+    sys.stderr.write("calipers: profile of process %d written to %s\n" % (pid, outfile))
+
+
 def main(argv=None):
     args = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -515,6 +575,9 @@ def main(argv=None):
             return
         if args[0] == "view":
             view(args[1:])
+            return
+        if args[0] == "dump":
+            dump(args[1:])
             return
         if args[0].startswith("-"):
             raise UsageError("unknown option %s (see calipers --help)" % args[0])

@@ -542,6 +542,35 @@ int64_t calx_memory_pass(void)
     return live;
 }
 
+/* The program's totals, from the shim's exact counters (what stop()
+   writes; a snapshot writes the same so far). */
+static void totals(const cal_shim_counters *c)
+{
+    cal_memory *mem = cal_profile_memory(M.profile);
+    mem->alloc_python = c->alloc_python - M.base_alloc_python;
+    mem->alloc_native = c->alloc_native - M.base_alloc_native;
+    mem->copied = c->copied - M.base_copied;
+    mem->peak = c->peak - M.base_live;
+    mem->peak_python = c->peak_python - M.base_python;
+    if (mem->peak_python < 0)
+        mem->peak_python = 0;
+    mem->end_live = c->live_native + c->live_python - M.base_live;
+    mem->end_python = c->live_python - M.base_python;
+    if (mem->end_python < 0)
+        mem->end_python = 0;
+    mem->dropped = c->dropped + atomic_load(&M.dropped);
+}
+
+void calx_memory_snapshot(void)
+{
+    if (!M.attached)
+        return;
+    drain();
+    cal_shim_counters c;
+    M.api->counters(&c);
+    totals(&c);
+}
+
 void calx_memory_stop(void)
 {
     if (!M.attached)
@@ -565,19 +594,8 @@ void calx_memory_stop(void)
 
     cal_shim_counters c;
     api->counters(&c);
+    totals(&c);
     cal_memory *mem = cal_profile_memory(M.profile);
-    mem->alloc_python = c.alloc_python - M.base_alloc_python;
-    mem->alloc_native = c.alloc_native - M.base_alloc_native;
-    mem->copied = c.copied - M.base_copied;
-    mem->peak = c.peak - M.base_live;
-    mem->peak_python = c.peak_python - M.base_python;
-    if (mem->peak_python < 0)
-        mem->peak_python = 0;
-    mem->end_live = c.live_native + c.live_python - M.base_live;
-    mem->end_python = c.live_python - M.base_python;
-    if (mem->end_python < 0)
-        mem->end_python = 0;
-    mem->dropped = c.dropped + atomic_load(&M.dropped);
     cal_series_add(&mem->footprint, calx_sampler_elapsed_ns(), mem->end_live);
     M.attached = 0;
     free(M.queue);

@@ -36,6 +36,10 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile);
    queued, and write the program's totals into the profile.  GIL held. */
 void calx_memory_stop(void);
 
+/* Write the program's totals so far into the profile (as stop does at the
+   end), for a profile written while the program runs.  GIL held. */
+void calx_memory_snapshot(void);
+
 /* A CPU sample pass is starting (GIL held): handle queued events, add a
    footprint point.  Returns the footprint now, or -1 without memory
    profiling. */

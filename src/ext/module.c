@@ -169,6 +169,42 @@ static PyObject *py_unwatch_signals(PyObject *self, PyObject *noargs)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(set_periodic_doc,
+"set_periodic(callback, interval, request_path)\n\n"
+"Call callback(reason) from the sampler thread, with the GIL, every\n"
+"`interval` seconds (0: never) with reason 'interval', and when the file\n"
+"request_path (or None) exists with reason 'request'.  None turns it off.");
+
+static PyObject *py_set_periodic(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *callback;
+    double interval;
+    const char *path;
+    if (!PyArg_ParseTuple(args, "Odz", &callback, &interval, &path))
+        return NULL;
+    if (callback != Py_None && !PyCallable_Check(callback)) {
+        PyErr_SetString(PyExc_TypeError, "callback must be callable or None");
+        return NULL;
+    }
+    if (!(interval >= 0)) {
+        PyErr_SetString(PyExc_ValueError, "interval must not be negative");
+        return NULL;
+    }
+    if (calx_sampler_set_periodic(callback == Py_None ? NULL : callback,
+                                  (int64_t)(interval * 1e9), path) != 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_snapshot(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    calx_sampler_snapshot();
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(merge_doc,
 "merge(profile, start_unix)\n\n"
 "Add another process's JSON profile (str or bytes) to this one; start_unix\n"
@@ -527,6 +563,9 @@ static PyMethodDef methods[] = {
     {"watch_signals", py_watch_signals, METH_O, watch_signals_doc},
     {"unwatch_signals", py_unwatch_signals, METH_NOARGS, "unwatch_signals()\n\nUndo watch_signals."},
     {"merge", py_merge, METH_VARARGS, merge_doc},
+    {"set_periodic", py_set_periodic, METH_VARARGS, set_periodic_doc},
+    {"snapshot", py_snapshot, METH_NOARGS,
+     "snapshot()\n\nBring the end-of-run figures up to now, to write the profile while running."},
     {"running", py_running, METH_NOARGS, "running() -> bool"},
     {"set_thread_names", py_set_thread_names, METH_O, set_thread_names_doc},
     {"json", py_json, METH_O, json_doc},

@@ -144,6 +144,13 @@ typedef struct engine {
     pthread_t thread;
     int thread_started;
 
+    /* Periodic writes and requests (set before the thread starts, or with
+       the GIL; read by the sampler thread). */
+    PyObject *periodic;       /* callback(reason), or NULL */
+    int64_t periodic_ns;      /* 0: only on request */
+    char *request_path;       /* a file whose existence is a request, or NULL */
+    int64_t next_periodic, next_request_check;
+
     /* The handshake. */
     atomic_int active;        /* profiling in this process */
     atomic_int stopping;
@@ -697,6 +704,26 @@ static void abs_deadline(struct timespec *ts, int64_t from_now_ns)
     ts->tv_nsec = ns % 1000000000;
 }
 
+#define REQUEST_CHECK_NS 100000000 /* how often to look for a request file */
+
+/* Is a periodic write due, or asked for?  Returns the reason, or NULL.
+   Sampler thread, E.mu held. */
+static const char *periodic_due(int64_t now)
+{
+    if (!E.periodic)
+        return NULL;
+    if (E.periodic_ns > 0 && now >= E.next_periodic) {
+        E.next_periodic = now + E.periodic_ns;
+        return "interval";
+    }
+    if (E.request_path && now >= E.next_request_check) {
+        E.next_request_check = now + REQUEST_CHECK_NS;
+        if (access(E.request_path, F_OK) == 0)
+            return "request";
+    }
+    return NULL;
+}
+
 static void *sampler_main(void *arg)
 {
     (void)arg;
@@ -712,6 +739,22 @@ static void *sampler_main(void *arg)
 
     pthread_mutex_lock(&E.mu);
     while (!atomic_load(&E.stopping)) {
+        const char *why = periodic_due(cal_clock_now_ns());
+        if (why) {
+            /* The callback writes the profile: with the GIL, from here. */
+            pthread_mutex_unlock(&E.mu);
+            PyEval_RestoreThread(E.sampler_ts);
+            if (!atomic_load(&E.stopping) && atomic_load(&E.active)) {
+                PyObject *r = PyObject_CallFunction(E.periodic, "s", why);
+                if (r)
+                    Py_DECREF(r);
+                else
+                    PyErr_Clear();
+            }
+            PyEval_SaveThread();
+            pthread_mutex_lock(&E.mu);
+            continue;
+        }
         /* Sleep for an exponential interval (bounded so that one unlucky
            draw cannot stall sampling for long). */
         double gap = cal_rand_exp(&rng, (double)E.interval_ns);
@@ -890,7 +933,12 @@ int calx_sampler_restart_in_child(void)
         PyErr_SetString(PyExc_RuntimeError, "calipers: not a forked child of a profiled process");
         return -1;
     }
-    /* The parent's profile, code cache and threads stay with the parent. */
+    /* The parent's profile, code cache and threads stay with the parent,
+       and so do its periodic writes. */
+    Py_CLEAR(E.periodic);
+    free(E.request_path);
+    E.request_path = NULL;
+    E.periodic_ns = 0;
     int guard = calx_memory_guard_enter();
     calx_codes_clear(&E.codes);
     Py_CLEAR(E.threading_active);
@@ -932,6 +980,38 @@ int calx_sampler_stop(void)
     }
     calx_memory_guard_leave(guard);
     return 0;
+}
+
+int calx_sampler_set_periodic(PyObject *callback, int64_t interval_ns, const char *request_path)
+{
+    char *path = request_path ? strdup(request_path) : NULL;
+    if (request_path && !path) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    pthread_mutex_lock(&E.mu);
+    Py_XINCREF(callback);
+    PyObject *old = E.periodic;
+    E.periodic = callback;
+    E.periodic_ns = interval_ns;
+    free(E.request_path);
+    E.request_path = path;
+    int64_t now = cal_clock_now_ns();
+    E.next_periodic = now + interval_ns;
+    E.next_request_check = now;
+    pthread_mutex_unlock(&E.mu);
+    Py_XDECREF(old);
+    return 0;
+}
+
+void calx_sampler_snapshot(void)
+{
+    if (!calx_sampler_running())
+        return;
+    int guard = calx_memory_guard_enter();
+    calx_memory_snapshot();
+    cal_profile_set_wall(E.profile, cal_clock_now_ns() - E.start_wall);
+    calx_memory_guard_leave(guard);
 }
 
 int calx_sampler_running(void)

@@ -30,6 +30,18 @@ int calx_sampler_stop(void);
    0; on error set an exception and return -1. */
 int calx_sampler_restart_in_child(void);
 
+/* Call callback(reason) from the sampler thread, with the GIL, every
+   interval_ns (0: never) with reason "interval", and whenever the file
+   request_path (or NULL) exists with reason "request" (looked for ten times
+   a second; the callback removes it).  callback NULL turns it off.  GIL
+   held.  Returns 0, or -1 with an exception set. */
+int calx_sampler_set_periodic(PyObject *callback, int64_t interval_ns, const char *request_path);
+
+/* Bring the figures that are otherwise computed at the end (wall time,
+   memory totals and peak) up to now, for a profile written while the
+   program runs.  GIL held. */
+void calx_sampler_snapshot(void);
+
 /* Is a profile being collected by this process (not a forked child)? */
 int calx_sampler_running(void);
 
