@@ -74,6 +74,7 @@ def start(text):
         _state["ppid"] = os.getppid()
         _state["server"] = any(m in " ".join(_state["argv"]) for m in SERVERS)
     _begin(_start_engine)
+    _hooks_installed[0] = True
     atexit.register(_finish)
     if _state.get("follow"):
         os.register_at_fork(after_in_child=_after_fork)
@@ -86,6 +87,47 @@ def start(text):
 def request_path(run_dir):
     """The file `calipers dump PID` creates to ask for the profile now."""
     return os.path.join(run_dir, "dump-request") if run_dir else None
+
+
+def start_api(outfile, interval, memory_interval, profile_all, profile_only, profile_exclude,
+              report, html):
+    """calipers.start(): profile this process from now on, without
+    `calipers run` (see calipers.start for the arguments)."""
+    if _state.get("pid") == os.getpid() and not _state.get("finished"):
+        raise RuntimeError("calipers is already profiling this process")
+    from calipers import cli
+
+    _state.clear()
+    _state.update({
+        "outfile": os.path.abspath(outfile), "interval": interval,
+        "memory_interval": memory_interval, "profile_all": profile_all,
+        "profile_only": list(profile_only), "profile_exclude": list(profile_exclude),
+        "no_report": not report, "html": os.path.abspath(html) if html else None,
+        "library": cli.library_dirs(), "cwd": os.getcwd(), "argv": list(sys.argv),
+        "script": os.path.abspath(sys.argv[0]) if sys.argv and os.path.isfile(sys.argv[0]) else None,
+        "api": True,
+    })
+    _begin(_start_engine)
+    if memory_interval and not _state["memory"]:
+        _state["notes"] = [
+            "Memory was not profiled: native allocations can only be seen with the allocation "
+            "shim preloaded, which `calipers run` does (or start Python with LD_PRELOAD=%s)."
+            % os.path.join(os.path.dirname(os.path.abspath(__file__)), "libcalipers_shim.so")]
+    if not _hooks_installed[0]:
+        _hooks_installed[0] = True
+        atexit.register(_finish)
+        _wrap_os_exit()
+
+
+def stop_api():
+    """calipers.stop(): stop, write the profile, return its path."""
+    if _state.get("pid") != os.getpid() or _state.get("finished"):
+        raise RuntimeError("calipers is not profiling this process (call calipers.start() first)")
+    _finish()
+    return _state.get("written")
+
+
+_hooks_installed = [False]
 
 
 def _start_engine():
@@ -394,6 +436,7 @@ def _write_main():
                  % (outfile, exc.strerror or exc, fallback))
         except OSError as exc2:
             _say("calipers: could not write the profile: %s\n" % (exc2,))
+    _state["written"] = written
     if text is None:
         text = _calipers.json(meta)
     html = _state.get("html")
