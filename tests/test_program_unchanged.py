@@ -45,8 +45,14 @@ def test_user_pythonpath_and_sitecustomize_survive(run_calipers, run_plain, tmp_
     ("sigterm-thread", -signal.SIGTERM)])
 def test_exit_status_output_and_profile(run_calipers, run_plain, how, status):
     prog = PROGRAMS / "exits.py"
-    plain = run_plain(prog, how)
-    prof = run_calipers(prog, how, options=["--no-report", "--interval", "1ms"])
+    # Children inherit an ignored SIGHUP (a runner started with nohup):
+    # give both runs the default action, which is what the case is about.
+    hup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        plain = run_plain(prog, how)
+        prof = run_calipers(prog, how, options=["--no-report", "--interval", "1ms"])
+    finally:
+        signal.signal(signal.SIGHUP, hup)
     if status is not None:
         assert plain.returncode == status
     assert prof.returncode == plain.returncode
