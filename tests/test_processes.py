@@ -4,6 +4,7 @@ Every test runs a real program under calipers and checks the merged JSON
 against what the program measured itself (TRUTH) or against the same
 program run without calipers."""
 
+import json
 import signal
 import subprocess
 import sys
@@ -135,8 +136,6 @@ def test_sigterm_writes_the_profile_and_dies_by_it(tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == -signal.SIGTERM
     assert time.time() - start < 5
-    import json
-
     profile = validate(json.loads(out.read_text()))
     assert 4.0 <= profile["summary"]["wall_s"] <= 6.5
     assert profile["processes"][0]["end"] == "signal"

@@ -435,16 +435,12 @@ int cal_merge_add(cal_profile *p, const cal_jv *root, double start_unix, char *e
         merge_files(p, cal_jv_get(root, "files"), procs, nprocs, offset, memory) == 0 &&
         merge_leaks(p, cal_jv_get(root, "leaks"), procs, nprocs) == 0) {
         if (memory) {
-            /* Process 0's own peak competes for the peak line. */
+            /* The processes already here (the new ones were appended
+               from procs[0] on) compete for the peak line. */
             int64_t best = 0;
-            for (size_t i = 0; i < cal_profile_nprocesses(p); i++) {
-                const cal_process *pr = cal_profile_process_at(p, i);
-                int merged_now = 0;
-                for (size_t k = 0; k < nprocs; k++)
-                    merged_now |= procs[k] == i;
-                if (!merged_now && pr->peak > best)
-                    best = pr->peak;
-            }
+            for (uint32_t i = 0; i < procs[0]; i++)
+                if (cal_profile_process_at(p, i)->peak > best)
+                    best = cal_profile_process_at(p, i)->peak;
             merge_memory(p, m, offset, &best);
         }
         rc = 0;

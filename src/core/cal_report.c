@@ -144,6 +144,15 @@ static void json_string_or_null(cal_json *j, const char *key, const char *s)
         cal_json_null(j);
 }
 
+static void json_int_or_null(cal_json *j, const char *key, int64_t v, int present)
+{
+    cal_json_key(j, key);
+    if (present)
+        cal_json_int(j, v);
+    else
+        cal_json_null(j);
+}
+
 /* Sorting: index arrays ordered with qsort_r, the profile as context. */
 static int cmp_line(const void *a, const void *b, void *ctx)
 {
@@ -493,21 +502,10 @@ static void json_processes(cal_json *j, const cal_profile *p)
         cal_json_key(j, "wall_s");
         cal_json_seconds(j, i == 0 && !pr->wall_ns ? cal_profile_wall(p) : pr->wall_ns);
         json_times_fields(j, &t);
-        cal_json_key(j, "end");
-        if (pr->end != CAL_PROFILE_NONE)
-            cal_json_string(j, cal_profile_string_at(p, pr->end));
-        else
-            cal_json_null(j);
-        cal_json_key(j, "signal");
-        if (pr->signal)
-            cal_json_int(j, pr->signal);
-        else
-            cal_json_null(j);
-        cal_json_key(j, "peak_bytes");
-        if (pr->peak >= 0)
-            cal_json_int(j, pr->peak);
-        else
-            cal_json_null(j);
+        json_string_or_null(j, "end",
+                            pr->end != CAL_PROFILE_NONE ? cal_profile_string_at(p, pr->end) : NULL);
+        json_int_or_null(j, "signal", pr->signal, pr->signal != 0);
+        json_int_or_null(j, "peak_bytes", pr->peak, pr->peak >= 0);
         cal_json_key(j, "inherited_bytes");
         cal_json_int(j, pr->inherited);
         cal_json_object_end(j);

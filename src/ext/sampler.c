@@ -823,7 +823,8 @@ static void *sampler_main(void *arg)
 static void after_fork_child(void)
 {
     /* The sampler thread does not exist in a child; the parent owns the
-       profile.  The child runs unprofiled and writes nothing. */
+       profile.  The child runs unprofiled unless it restarts
+       (calx_sampler_restart_in_child, from Python's after_in_child hook). */
     atomic_store(&E.active, 0);
     E.thread_started = 0;
     calx_gilwatch_reset();

@@ -27,7 +27,10 @@ def _calipers_boot():
     here = os.path.dirname(os.path.abspath(__file__))
     env = os.environ
     config = env.get("CALIPERS_CONFIG")
-    follow = config is not None and "\x1efollow=1" in "\x1e" + config
+    # The settings this module needs, read without calipers (which another
+    # Python version cannot import); _agent.decode_config reads them all.
+    settings = dict(part.partition("=")[::2] for part in (config or "").split("\x1e"))
+    follow = settings.get("follow") == "1"
     # The program's view of its environment; the C environment (what
     # children inherit) keeps the calipers variables when following.
     data = getattr(env, "_data", None)
@@ -57,10 +60,9 @@ def _calipers_boot():
     sys.path_importer_cache.pop(here, None)
 
     if config is not None:
-        main = "\x1emain_pid=%d\x1e" % os.getpid() in "\x1e" + config + "\x1e"
-        version = "\x1epython=%d.%d\x1e" % sys.version_info[:2] in "\x1e" + config + "\x1e"
+        main = settings.get("main_pid") == str(os.getpid())
         try:
-            if not version:
+            if settings.get("python") != "%d.%d" % sys.version_info[:2]:
                 raise RuntimeError("another Python version than the launcher's")
             from calipers import _agent
 
