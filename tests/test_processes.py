@@ -43,10 +43,12 @@ def test_multiprocessing_children_are_merged(run_calipers, run_plain, mode, meth
     workers = procs[1:]
     assert len(workers) == (1 if mode == "process" else 2), procs
     assert all(p["forked"] == (method != "spawn") for p in workers)
-    # Each task runs ~0.3 s: the sample that lands while a worker waits for
+    # Each task runs ~0.35 s: the sample that lands while a worker waits for
     # its next task credits the end of the previous one to the waiting line
-    # (half an interval on average, INTERNALS "Known gaps"); with 75 ms tasks
-    # on a loaded 2-core CI machine that alone cost 10% once.
+    # (INTERNALS "Known gaps": a line that blocks after busy code inherits
+    # the CPU since the previous sample).  On a loaded 2-core machine the
+    # intervals stretch and that cost 75 ms and 150 ms tasks 11-12% of
+    # work()'s time; with these tasks the edges are a few percent.
     truth = run.truth["work_cpu_s"] if mode != "process" else None
     seen = work_cpu(run)
     if truth is not None:

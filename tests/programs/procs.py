@@ -40,7 +40,7 @@ def main():
 
         print("before", mp.get_start_method(allow_none=True))
         with mp.get_context(arg).Pool(2) as pool:
-            spent = sum(pool.map(work, [2_500_000] * 4))
+            spent = sum(pool.map(work, [6_000_000] * 4))
         print("after", mp.get_start_method(allow_none=True))
     elif mode == "process":
         import multiprocessing as mp
@@ -54,7 +54,7 @@ def main():
         import multiprocessing as mp
 
         with cf.ProcessPoolExecutor(2, mp_context=mp.get_context(arg)) as ex:
-            spent = sum(ex.map(work, [2_500_000] * 4))
+            spent = sum(ex.map(work, [6_000_000] * 4))
     elif mode in ("fork", "forkreturn"):
         pid = os.fork()
         if pid == 0:
