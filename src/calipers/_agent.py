@@ -27,6 +27,11 @@ from calipers import __version__, _calipers
 RS = "\x1e"  # separates settings
 US = "\x1f"  # separates items of a list setting
 LIST_KEYS = ("argv", "profile_only", "profile_exclude", "library")
+#: CALIPERS_PYTHONPATH / CALIPERS_LD_PRELOAD when the program had none
+#: (an environment value cannot say "unset", and an empty PYTHONPATH is not
+#: the same as none).
+UNSET = "\x1f"
+BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot")
 
 _state = {}
 #: multiprocessing's own servers: they live until the program has ended,
@@ -52,6 +57,23 @@ def encode_config(config):
     return RS.join(parts)
 
 
+def profiled_env(env, config_text, shim):
+    """`env` (a mapping) with what makes a Python process started with it
+    profile itself: the bootstrap first on PYTHONPATH, the allocation shim
+    (unless None) in LD_PRELOAD, the configuration, and the program's own
+    PYTHONPATH and LD_PRELOAD saved for the bootstrap to show it."""
+    env = dict(env)
+    old = env.get("PYTHONPATH")
+    env["CALIPERS_PYTHONPATH"] = UNSET if old is None else old
+    env["PYTHONPATH"] = BOOT_DIR if not old else BOOT_DIR + os.pathsep + old
+    if shim:
+        preload = env.get("LD_PRELOAD")
+        env["CALIPERS_LD_PRELOAD"] = UNSET if preload is None else preload
+        env["LD_PRELOAD"] = shim if not preload else shim + " " + preload
+    env["CALIPERS_CONFIG"] = config_text
+    return env
+
+
 def decode_config(text):
     config = {}
     for part in text.split(RS):
@@ -67,18 +89,19 @@ def start(text):
     """Start profiling this process with the launcher's configuration."""
     config = decode_config(text)
     _state.update(config)
+    _state["config_text"] = text
     main_pid = int(config.get("main_pid") or 0)
     child = main_pid not in (0, os.getpid())
     if child:
         _state["argv"] = _cmdline()
         _state["ppid"] = os.getppid()
         _state["server"] = any(m in " ".join(_state["argv"]) for m in SERVERS)
+    elif config.get("exec_origin"):
+        # The main process exec'd this program: the profile's clock goes
+        # on from the first program's start.
+        _state["argv"] = _cmdline()[1:]
     _begin(_start_engine)
-    _hooks_installed[0] = True
-    atexit.register(_finish)
-    if _state.get("follow"):
-        os.register_at_fork(after_in_child=_after_fork)
-    _wrap_os_exit()
+    _install_hooks()
     if not child:
         _calipers.set_periodic(_periodic, float(_state.get("profile_interval") or 0),
                                request_path(_state.get("run_dir")))
@@ -113,10 +136,7 @@ def start_api(outfile, interval, memory_interval, profile_all, profile_only, pro
             "Memory was not profiled: native allocations can only be seen with the allocation "
             "shim preloaded, which `calipers run` does (or start Python with LD_PRELOAD=%s)."
             % os.path.join(os.path.dirname(os.path.abspath(__file__)), "libcalipers_shim.so")]
-    if not _hooks_installed[0]:
-        _hooks_installed[0] = True
-        atexit.register(_finish)
-        _wrap_os_exit()
+    _install_hooks()
 
 
 def stop_api():
@@ -128,6 +148,23 @@ def stop_api():
 
 
 _hooks_installed = [False]
+
+
+def _install_hooks():
+    """Once per process: the three doors a process leaves by (atexit,
+    os._exit, exec) and the fork hooks.  Our threads stop around a fork
+    (none is copied holding a lock, and Python 3.12+ does not warn that
+    the program forks with threads running); the child profiles itself
+    afresh when following."""
+    if _hooks_installed[0]:
+        return
+    _hooks_installed[0] = True
+    atexit.register(_finish)
+    _wrap_os_exit()
+    _wrap_exec()
+    os.register_at_fork(before=_calipers.fork_before,
+                        after_in_parent=_calipers.fork_after_parent,
+                        after_in_child=_after_fork)
 
 
 def _start_engine():
@@ -142,6 +179,7 @@ def _start_engine():
         library=_state.get("library", []),
         self_dir=os.path.dirname(os.path.abspath(__file__)),
         cwd=_state.get("cwd") or os.getcwd(),
+        since=max(0.0, time.time() - _state["start_unix"]),
         alloc_mean=alloc_mean,
         copy_mean=4 * alloc_mean,
         threshold=max(1 << 20, 4 * alloc_mean),
@@ -153,8 +191,11 @@ def _begin(start_engine):
     the run directory so the main process can tell it is missing."""
     _state["pid"] = os.getpid()
     _state["start_unix"] = time.time()
+    if _state.get("exec_origin") and not _is_child():
+        _state["start_unix"] = float(_state["exec_origin"])
     _state["finished"] = False
     _state["memory"] = bool(start_engine())
+    _calipers.set_awaiting(_awaiting)
     _calipers.watch_signals(_on_signal)
     if _is_child() and not _state.get("server"):
         try:
@@ -162,6 +203,51 @@ def _begin(start_engine):
                 pass
         except OSError:
             pass
+
+
+def _awaiting(ident):
+    """The asyncio tasks waiting in the event loop that thread `ident`
+    runs, for the sampler (GIL held) to credit that loop's idle time to
+    the lines they await.  For each task not itself waiting on other
+    tasks (those are counted where the awaited ones wait): its coroutine
+    chain as [(code, line), ...], outermost first.  Reads asyncio's own
+    registry of tasks; anything unexpected gives no answer, and the wait
+    stays where the loop waits."""
+    tasks_mod = sys.modules.get("asyncio.tasks")
+    if tasks_mod is None:
+        return []
+    chains = []
+    try:
+        pool = getattr(tasks_mod, "_scheduled_tasks", None)
+        if pool is None:
+            pool = getattr(tasks_mod, "_all_tasks", ())
+        tasks = list(pool) + list(getattr(tasks_mod, "_eager_tasks", ()))
+    except Exception:  # noqa: BLE001 - the set changed size meanwhile
+        return []
+    for task in tasks[:MAX_TASKS]:
+        try:
+            if task.done() or getattr(task.get_loop(), "_thread_id", None) != ident:
+                continue
+            waiter = getattr(task, "_fut_waiter", None)
+            if hasattr(waiter, "get_coro") or hasattr(waiter, "_children"):
+                continue  # awaits a task, or a gather() of tasks
+            chain = []
+            coro = task.get_coro()
+            while coro is not None and len(chain) < 256:
+                frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+                if frame is None:
+                    break
+                chain.append((frame.f_code, frame.f_lineno))
+                coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+            if chain:
+                chains.append(chain)
+        except Exception:  # noqa: BLE001 - never into the program
+            continue
+    return chains
+
+
+#: Tasks looked at per idle sample of an event loop (a bound on the cost).
+MAX_TASKS = 1000
 
 
 def _is_child():
@@ -188,7 +274,13 @@ def _after_fork():
     """os.register_at_fork(after_in_child=...): profile the child afresh."""
     global _finish_lock
     _finish_lock = _thread.allocate_lock()
-    if _state.get("finished"):
+    if _state.get("finished") or not _state.get("follow"):
+        return
+    caller = sys._getframe(1).f_code
+    if caller.co_name == "_execute_child" and "subprocess" in caller.co_filename:
+        # subprocess with preexec_fn: this child runs that function and
+        # execs; the program it execs profiles itself if it is Python.
+        _state["finished"] = True
         return
     _state["ppid"] = _state["pid"]
     _state["forked"] = True
@@ -211,6 +303,79 @@ def _wrap_os_exit():
     _exit.__module__ = real.__module__
     _exit.__qualname__ = real.__qualname__
     os._exit = _exit
+
+
+def _wrap_exec():
+    """os.execv and os.execve (every os.exec* function ends in one of
+    them) replace the program: write this one's profile first.  The
+    main process merges what it has and writes the profile; if the new
+    program is this Python, it profiles itself as the main process and
+    merges this part in at its end, so the report is printed once, then."""
+    for name in ("execv", "execve"):
+        real = getattr(os, name)
+
+        def exec_(path, args, *env, _real=real):
+            if (_state.get("pid") == os.getpid() and not _state.get("finished")
+                    and _can_exec(path)):
+                if env and _state.get("follow") and "CALIPERS_CONFIG" not in env[0]:
+                    env = (profiled_env(env[0], _state["config_text"], _state.get("shim")),)
+                _state["successor"] = bool(_state.get("follow")) and _runs_this_python(path)
+                _finish("exec")
+                if _state.get("follow") and not _is_child():
+                    if env:
+                        env = (dict(env[0], CALIPERS_CONFIG=_exec_config()),)
+                    else:
+                        os.putenv("CALIPERS_CONFIG", _exec_config())
+            return _real(path, args, *env)
+
+        exec_.__doc__ = real.__doc__
+        exec_.__module__ = real.__module__
+        exec_.__qualname__ = real.__qualname__
+        setattr(os, name, exec_)
+
+
+def _exec_config():
+    """The configuration for the program the main process execs."""
+    return _state["config_text"] + RS + "exec_origin=%r" % _state["start_unix"]
+
+
+def _can_exec(path):
+    """Would exec of path get as far as replacing the process?  (execvp
+    tries each directory of PATH in turn.)"""
+    if isinstance(path, int):
+        return True
+    try:
+        return os.access(path, os.X_OK) and not os.path.isdir(path)
+    except (TypeError, ValueError):
+        return False
+
+
+def _runs_this_python(path):
+    """Is path this Python interpreter, or a script that it runs (#!)?
+    Then the new program profiles itself."""
+    def same(p):
+        return os.path.realpath(p) == os.path.realpath(sys.executable)
+
+    try:
+        if isinstance(path, int) or same(path):
+            return not isinstance(path, int)
+        with open(path, "rb") as f:
+            first = f.readline(256)
+    except (OSError, TypeError, ValueError):
+        return False
+    words = first[2:].split() if first.startswith(b"#!") else []
+    if len(words) > 1 and os.path.basename(words[0]) == b"env":
+        words = words[1:]
+    if not words:
+        return False
+    interp = os.fsdecode(words[0])
+    if os.path.isabs(interp):
+        return same(interp)
+    for d in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        found = os.path.join(d, interp)
+        if os.access(found, os.X_OK):
+            return same(found)  # the one env runs
+    return False
 
 
 def _periodic(reason):
@@ -342,6 +507,15 @@ def _finish(end="exit", signum=0):
                 _calipers.set_thread_names(names)
             if _is_child():
                 _write_part()
+            elif end == "exec":
+                # The program that follows merges this part in (and the
+                # children's) if it profiles itself; the profile written
+                # now stands if it does not.
+                if _state.get("successor") and _state.get("run_dir"):
+                    _write_part()
+                if _state.get("run_dir"):
+                    _merge_children(consume=not _state.get("successor"))
+                _write_main(report=not _state.get("successor"))
             else:
                 if _state.get("run_dir"):
                     _merge_children()
@@ -367,12 +541,17 @@ def _write_part():
         pass
 
 
-def _merge_children():
+def _merge_children(consume=True):
+    """Merge the children's profiles in the run directory; unless told
+    not to consume them (an exec'd program merges them again), remove
+    them and the directory."""
     run_dir = _state["run_dir"]
     try:
         names = sorted(os.listdir(run_dir))
     except OSError:
         return
+    if not consume:  # before an exec: leave out the part just written
+        names = [n for n in names if n != os.path.basename(_part_path(".json"))]
     done = {n[:-5] for n in names if n.endswith(".json")}
     corrupt, running, lost = 0, [], []
     for name in names:
@@ -390,14 +569,16 @@ def _merge_children():
                 running.append(pid)
             except OSError:
                 lost.append(pid)
+        if consume:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    if consume:
         try:
-            os.unlink(path)
+            os.rmdir(run_dir)
         except OSError:
             pass
-    try:
-        os.rmdir(run_dir)
-    except OSError:
-        pass
     notes = _state.setdefault("notes", [])
     if running:
         notes.append("%d child process%s (pid %s) %s still running when the program ended "
@@ -418,7 +599,7 @@ def _merge_children():
                         "was" if corrupt == 1 else "were"))
 
 
-def _write_main():
+def _write_main(report=True):
     meta = _meta()
     outfile = _state.get("outfile") or "calipers-profile.json"
     written = text = None
@@ -447,7 +628,7 @@ def _write_main():
         except OSError as exc:
             _say("calipers: could not write %s: %s\n" % (html, exc.strerror or exc))
             html = None
-    if not _state.get("no_report"):
+    if report and not _state.get("no_report"):
         report = _calipers.render_text(text, _terminal_width(), styled(2),
                                        float(_state.get("min_percent", 1.0)), 300, written)
         if html:

@@ -78,9 +78,6 @@ DEFAULT_MEMORY_INTERVAL = 256 << 10
 #: The shim's file, beside this module in the installed package.
 SHIM = "libcalipers_shim.so"
 
-#: CALIPERS_PYTHONPATH when the user had no PYTHONPATH (environment values
-#: cannot be unset markers, and an empty PYTHONPATH is not the same as none).
-NO_PYTHONPATH = "\x1f"
 
 
 class UsageError(Exception):
@@ -412,22 +409,18 @@ def run(args):
         "profile_interval": repr(opts["profile_interval"]),
         "run_dir": run_directory(),
     }
-    env = dict(os.environ)
-    boot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot")
-    old = env.get("PYTHONPATH")
-    env["CALIPERS_PYTHONPATH"] = NO_PYTHONPATH if old is None else old
-    env["PYTHONPATH"] = boot if not old else boot + os.pathsep + old
+    shim = None
     if not opts["cpu_only"]:
         # CALIPERS_SHIM: another build of the shim (the sanitizer test tier).
-        shim = env.pop("CALIPERS_SHIM", None) or os.path.join(
+        shim = os.environ.get("CALIPERS_SHIM") or os.path.join(
             os.path.dirname(os.path.abspath(__file__)), SHIM)
         if not os.path.exists(shim):
             fail("the allocation shim is missing (%s); reinstall calipers or use --cpu-only"
                  % shim, 1)
-        preload = env.get("LD_PRELOAD")
-        env["CALIPERS_LD_PRELOAD"] = NO_PYTHONPATH if preload is None else preload
-        env["LD_PRELOAD"] = shim if not preload else shim + " " + preload
-    env["CALIPERS_CONFIG"] = _agent.encode_config(config)
+    config["shim"] = shim
+    env = dict(os.environ)
+    env.pop("CALIPERS_SHIM", None)
+    env = _agent.profiled_env(env, _agent.encode_config(config), shim)
     exe = sys.executable
     cmd = [exe] + interpreter_flags()
     cmd += [target] if kind == "script" else ["-m", target]

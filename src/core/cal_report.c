@@ -727,7 +727,7 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
     cal_json_key(&j, "python_executable");
     cal_json_string(&j, m->python_executable);
     cal_json_key(&j, "start_time_unix");
-    cal_json_fixed(&j, m->start_unix, 3);
+    cal_json_fixed(&j, m->start_unix, 6); /* to the microsecond: merging aligns clocks by it */
     cal_json_object_end(&j);
 
     cal_json_key(&j, "config");

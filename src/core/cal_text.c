@@ -905,7 +905,9 @@ static void processes_section(report *r)
                      fmin(fmax(cal_jv_getnum(pr, "signal", 0), 0), 99));
         else
             snprintf(end, sizeof end, "%.9s", how);
-        const char *start = i == 0                                        ? "main"
+        /* The main process keeps its pid through an exec of its own. */
+        int main_pid = cal_jv_getnum(pr, "pid", 0) == cal_jv_getnum(cal_jv_at(procs, 0), "pid", 0);
+        const char *start = main_pid                                       ? "main"
                             : cal_jv_bool(cal_jv_get(pr, "forked"), 0) ? "fork"
                                                                           : "exec";
         cal_buf_printf(r->out, "%8.0f %-5s %-9s %7.2fs %4s",

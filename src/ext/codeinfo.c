@@ -138,6 +138,27 @@ const calx_code *calx_codes_find(const calx_codes *c, const void *code)
 
 #define NAME_MAX_BYTES 4096
 
+static int ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+/* Is this code the asyncio event loop's own (see calx_code.loop)? */
+static int loop_role(PyCodeObject *code, const char *filename)
+{
+    char name[64];
+    if (ends_with(filename, "/asyncio/base_events.py")) {
+        calx_utf8(code->co_name, name, sizeof name);
+        return strcmp(name, "_run_once") == 0 ? CALX_LOOP_IDLE : CALX_LOOP_NONE;
+    }
+    if (ends_with(filename, "/asyncio/events.py")) {
+        calx_utf8(code->co_name, name, sizeof name);
+        return strcmp(name, "_run") == 0 ? CALX_LOOP_STEP : CALX_LOOP_NONE;
+    }
+    return CALX_LOOP_NONE;
+}
+
 const calx_code *calx_codes_get(calx_codes *c, const calx_filter *f, cal_profile *p,
                                 PyCodeObject *code)
 {
@@ -171,8 +192,9 @@ const calx_code *calx_codes_get(calx_codes *c, const calx_filter *f, cal_profile
     calx_utf8(code->co_name, name, sizeof name);
 #endif
 
-    calx_code entry = {CAL_PROFILE_NONE, CAL_PROFILE_NONE, 0};
+    calx_code entry = {CAL_PROFILE_NONE, CAL_PROFILE_NONE, 0, CALX_LOOP_NONE};
     entry.profiled = calx_filter_match(f, path);
+    entry.loop = loop_role(code, raw);
     if (entry.profiled) {
         entry.file = cal_profile_string(p, path, strlen(path));
         uint32_t nm = cal_profile_string(p, name, strlen(name));

@@ -28,10 +28,17 @@ typedef struct calx_filter {
     char *cwd;          /* to make relative file names absolute */
 } calx_filter;
 
+/* The asyncio event loop's own frames (calx_code.loop). */
+enum { CALX_LOOP_NONE, CALX_LOOP_IDLE, CALX_LOOP_STEP };
+
 typedef struct calx_code {
     uint32_t file;    /* string id of the absolute path */
     uint32_t func;    /* function index in the profile */
     int profiled;
+    int loop;         /* CALX_LOOP_IDLE: BaseEventLoop._run_once (the loop
+                         between callbacks: waiting, or scheduling);
+                         CALX_LOOP_STEP: Handle._run (running a callback,
+                         such as a task's step) */
 } calx_code;
 
 typedef struct calx_codes {

@@ -70,8 +70,10 @@ static char *opt_strdup(const char *s)
 
 PyDoc_STRVAR(start_doc,
 "start(interval, profile_all, only, exclude, library, self_dir, cwd,\n"
-"      alloc_mean=0, copy_mean=0, threshold=0)\n\n"
+"      alloc_mean=0, copy_mean=0, threshold=0, since=0)\n\n"
 "Start the CPU sampler.  interval is the mean sampling interval in seconds.\n"
+"since: the profile's clock starts that many seconds ago (a program that\n"
+"the profiled main process exec'd goes on with its clock).\n"
 "With alloc_mean > 0 (bytes between allocation samples) also profile\n"
 "memory, if the shim is loaded.  Returns whether memory is profiled.");
 
@@ -79,15 +81,17 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"interval", "profile_all", "only", "exclude", "library",
-                             "self_dir", "cwd", "alloc_mean", "copy_mean", "threshold", NULL};
+                             "self_dir", "cwd", "alloc_mean", "copy_mean", "threshold", "since",
+                             NULL};
     double interval;
     int profile_all = 0;
     PyObject *only = NULL, *exclude = NULL, *library = NULL;
     const char *self_dir = NULL, *cwd = NULL;
     long long alloc_mean = 0, copy_mean = 0, threshold = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "d|pOOOzzLLL", kwlist, &interval, &profile_all,
+    double since = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "d|pOOOzzLLLd", kwlist, &interval, &profile_all,
                                      &only, &exclude, &library, &self_dir, &cwd, &alloc_mean,
-                                     &copy_mean, &threshold))
+                                     &copy_mean, &threshold, &since))
         return NULL;
     if (alloc_mean < 0 || copy_mean < 0 || threshold < 0) {
         PyErr_SetString(PyExc_ValueError, "sampling sizes must not be negative");
@@ -112,6 +116,8 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     calx_memory_guard_leave(guard);
     if (rc != 0)
         return NULL;
+    if (since > 0)
+        calx_sampler_set_origin((int64_t)(since * 1e9));
     if (alloc_mean == 0 || !calx_memory_available())
         Py_RETURN_FALSE;
     calx_memory_config mc = {alloc_mean, copy_mean, threshold ? threshold : 1 << 20};
@@ -141,6 +147,35 @@ static PyObject *py_restart_in_child(PyObject *self, PyObject *noargs)
         Py_RETURN_FALSE;
     }
     Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(fork_before_doc,
+"fork_before()\n\n"
+"os.register_at_fork(before=...): stop the profiler's threads for the\n"
+"fork (the profile goes on; fork_after_parent starts them again).");
+
+static PyObject *py_fork_before(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    calx_signals_fork_before();
+    calx_sampler_fork_before();
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_fork_after_parent(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    calx_sampler_fork_after_parent();
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_set_awaiting(PyObject *self, PyObject *callback)
+{
+    (void)self;
+    calx_sampler_set_awaiting(callback == Py_None ? NULL : callback);
+    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(watch_signals_doc,
@@ -560,6 +595,11 @@ static PyMethodDef methods[] = {
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS, start_doc},
     {"stop", py_stop, METH_NOARGS, "stop()\n\nStop sampling; take a last sample."},
     {"restart_in_child", py_restart_in_child, METH_NOARGS, restart_in_child_doc},
+    {"fork_before", py_fork_before, METH_NOARGS, fork_before_doc},
+    {"fork_after_parent", py_fork_after_parent, METH_NOARGS,
+     "fork_after_parent()\n\nos.register_at_fork(after_in_parent=...): undo fork_before."},
+    {"set_awaiting", py_set_awaiting, METH_O,
+     "set_awaiting(callback)\n\ncallback(thread ident) -> the coroutine chains an idle asyncio loop awaits."},
     {"watch_signals", py_watch_signals, METH_O, watch_signals_doc},
     {"unwatch_signals", py_unwatch_signals, METH_NOARGS, "unwatch_signals()\n\nUndo watch_signals."},
     {"merge", py_merge, METH_VARARGS, merge_doc},

@@ -110,7 +110,20 @@ typedef struct pass_entry {
     uint32_t file, func;
     int32_t line;
     size_t funcs_at, nfuncs; /* its functions in E.pass_funcs */
+    int loop_idle; /* in an asyncio event loop, between callbacks */
 } pass_entry;
+
+/* Waiting seen in an idle asyncio event loop, to credit to the lines its
+   tasks are awaiting at once the pass is done (credit_awaiting). */
+typedef struct awaiting_stash {
+    uint32_t stat;
+    unsigned long ident;
+    int64_t waiting_ns;
+    uint32_t file, func; /* where it goes if no task is awaiting */
+    int32_t line;
+} awaiting_stash;
+
+#define MAX_LOOPS 16 /* idle loops handled per pass; more keep their waiting */
 
 enum pass_kind { PASS_MAIN, PASS_SAMPLER, PASS_FINAL };
 
@@ -131,6 +144,10 @@ typedef struct engine {
     native_thread *natives;
     size_t nnatives, natives_cap;
     int sampler_tid;            /* our own threads, never counted */
+    PyObject *awaiting;         /* awaiting(ident) -> coroutine chains, or NULL */
+    awaiting_stash loops[MAX_LOOPS];
+    size_t nloops;
+    int in_pass;                /* a pass is running (it may call Python) */
     int64_t dropped;
     int64_t start_wall;
 
@@ -143,6 +160,8 @@ typedef struct engine {
     pid_t pid;
     pthread_t thread;
     int thread_started;
+    int paused_for_fork; /* threads stopped by calx_sampler_fork_before */
+    int resume_queued;   /* a pending call will start them again */
 
     /* Periodic writes and requests (set before the thread starts, or with
        the GIL; read by the sampler thread). */
@@ -311,10 +330,18 @@ static int attribute(PyThreadState *ts, pass_entry *pe)
     pe->line = 0;
     pe->funcs_at = E.pass_nfuncs;
     pe->nfuncs = 0;
+    pe->loop_idle = 0;
+    int loop_seen = 0;
     for (int i = 0; i < n; i++) {
         const calx_code *ci = calx_codes_get(&E.codes, &E.filter, E.profile, E.frames[i].code);
         if (!ci)
             return -1;
+        if (!loop_seen && ci->loop != CALX_LOOP_NONE) {
+            /* The innermost of the loop's frames says whether it runs a
+               callback or sits between them. */
+            loop_seen = 1;
+            pe->loop_idle = ci->loop == CALX_LOOP_IDLE;
+        }
         if (!ci->profiled)
             continue;
         if (pe->file == CAL_PROFILE_NONE) {
@@ -451,7 +478,15 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     t.waiting_ns = d_wall > d_cpu ? d_wall - d_cpu : 0;
     t.samples = samples;
 
-    if (cal_profile_add_sample(E.profile, th->stat, pe->file, pe->line, pe->func, &t) != 0) {
+    cal_times here = t;
+    if (pe->loop_idle && t.waiting_ns > 0 && E.awaiting && E.nloops < MAX_LOOPS) {
+        /* The loop waited for its tasks: that waiting belongs to the lines
+           they await (credit_awaiting, after the pass). */
+        E.loops[E.nloops++] = (awaiting_stash){th->stat, th->ident, t.waiting_ns,
+                                              pe->file, pe->func, pe->line};
+        here.waiting_ns = 0;
+    }
+    if (cal_profile_add_sample(E.profile, th->stat, pe->file, pe->line, pe->func, &here) != 0) {
         E.dropped++;
         return;
     }
@@ -459,6 +494,88 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
         cal_profile_add_func_total(E.profile, E.pass_funcs[pe->funcs_at + k], &t);
     if (samples)
         observe_footprint(pe);
+}
+
+#define CHAIN_FUNCS 64
+
+/* One task's awaiting place: the innermost profiled line of its coroutine
+   chain (a list of (code, line), outermost first) and its profiled
+   functions.  Returns 0 if none of it is profiled code. */
+static int chain_place(PyObject *chain, pass_entry *at, uint32_t *funcs, size_t *nfuncs)
+{
+    at->file = CAL_PROFILE_NONE;
+    *nfuncs = 0;
+    if (!PyList_Check(chain) && !PyTuple_Check(chain))
+        return 0;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(chain);
+    for (Py_ssize_t i = n - 1; i >= 0; i--) {
+        PyObject *item = PySequence_Fast_GET_ITEM(chain, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyCode_Check(PyTuple_GET_ITEM(item, 0)))
+            continue;
+        const calx_code *ci = calx_codes_get(&E.codes, &E.filter, E.profile,
+                                             (PyCodeObject *)PyTuple_GET_ITEM(item, 0));
+        if (!ci || !ci->profiled)
+            continue;
+        if (at->file == CAL_PROFILE_NONE) {
+            long line = PyLong_AsLong(PyTuple_GET_ITEM(item, 1));
+            if (line < 0) {
+                PyErr_Clear();
+                line = 0;
+            }
+            at->file = ci->file;
+            at->func = ci->func;
+            at->line = (int32_t)line;
+        }
+        int dup = 0;
+        for (size_t k = 0; k < *nfuncs && !dup; k++)
+            dup = funcs[k] == ci->func;
+        if (!dup && *nfuncs < CHAIN_FUNCS)
+            funcs[(*nfuncs)++] = ci->func;
+    }
+    return at->file != CAL_PROFILE_NONE;
+}
+
+/* Split an idle loop's waiting evenly over the lines its tasks await
+   (tasks awaiting another task are not counted: the awaited one is).  With
+   no such task the waiting stays where the loop was. */
+static void credit_awaiting(const awaiting_stash *a)
+{
+    PyObject *chains = PyObject_CallFunction(E.awaiting, "k", a->ident);
+    if (!chains)
+        PyErr_Clear();
+    Py_ssize_t n = chains && PyList_Check(chains) ? PyList_GET_SIZE(chains) : 0;
+    Py_ssize_t placed = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        pass_entry at;
+        uint32_t funcs[CHAIN_FUNCS];
+        size_t nfuncs;
+        placed += chain_place(PyList_GET_ITEM(chains, i), &at, funcs, &nfuncs);
+    }
+    int64_t left = a->waiting_ns;
+    for (Py_ssize_t i = 0; i < n && placed > 0; i++) {
+        pass_entry at;
+        uint32_t funcs[CHAIN_FUNCS];
+        size_t nfuncs;
+        if (!chain_place(PyList_GET_ITEM(chains, i), &at, funcs, &nfuncs))
+            continue;
+        cal_times t = {0};
+        t.waiting_ns = left / placed--;
+        left -= t.waiting_ns;
+        if (cal_profile_add_sample(E.profile, a->stat, at.file, at.line, at.func, &t) != 0) {
+            E.dropped++;
+            continue;
+        }
+        for (size_t k = 0; k < nfuncs; k++)
+            cal_profile_add_func_total(E.profile, funcs[k], &t);
+    }
+    Py_XDECREF(chains);
+    if (left > 0) {
+        cal_times t = {0};
+        t.waiting_ns = left;
+        if (cal_profile_add_sample(E.profile, a->stat, a->file, a->line, a->func, &t) != 0)
+            E.dropped++;
+    }
 }
 
 /* Tell gilwatch which threads to watch, all but the main one, when that
@@ -595,6 +712,10 @@ static void sample_native_threads(const pass_entry *main)
    main_native says how to label the main thread's user time. */
 static void sample_pass(enum pass_kind kind, int main_native)
 {
+    if (E.in_pass)
+        return; /* credit_awaiting runs Python, which may let another pass try */
+    E.in_pass = 1;
+    E.nloops = 0;
     pass_footprint = calx_memory_pass();
     int64_t wall = cal_clock_now_ns();
     size_t n = 0;
@@ -665,6 +786,11 @@ static void sample_pass(enum pass_kind kind, int main_native)
         registry_sweep();
     }
     publish_known();
+    /* Last: the Python it runs may release the GIL. */
+    for (size_t i = 0; i < E.nloops; i++)
+        credit_awaiting(&E.loops[i]);
+    E.nloops = 0;
+    E.in_pass = 0;
 }
 
 /* ---- the pending call (main thread, GIL) ------------------------------ */
@@ -827,12 +953,67 @@ static void after_fork_child(void)
        (calx_sampler_restart_in_child, from Python's after_in_child hook). */
     atomic_store(&E.active, 0);
     E.thread_started = 0;
+    E.paused_for_fork = 0;
+    E.resume_queued = 0;
     calx_gilwatch_reset();
     calx_memory_after_fork_child();
     calx_signals_after_fork_child();
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     E.mu = fresh;
     pthread_cond_init(&E.cv, NULL);
+}
+
+/* Start the sampler and GIL-watcher threads (GIL held). */
+static int threads_start(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&E.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_store(&E.stopping, 0);
+    atomic_store(&E.call_queued, 0);
+    atomic_store(&E.active, 1);
+
+    int rc = calx_gilwatch_start(E.interp);
+    if (rc != 0) {
+        atomic_store(&E.active, 0);
+        errno = rc;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    /* The sampler thread must not receive the program's signals. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&E.thread, NULL, sampler_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        calx_gilwatch_stop();
+        atomic_store(&E.active, 0);
+        errno = rc;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    E.thread_started = 1;
+    return 0;
+}
+
+/* Stop and join both threads (GIL held; released while joining, since the
+   sampler thread may be waiting for it).  The profile stays as it is. */
+static void threads_stop(void)
+{
+    if (!E.thread_started)
+        return;
+    pthread_mutex_lock(&E.mu);
+    atomic_store(&E.stopping, 1);
+    pthread_cond_broadcast(&E.cv);
+    pthread_mutex_unlock(&E.mu);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(E.thread, NULL);
+    calx_gilwatch_stop();
+    Py_END_ALLOW_THREADS
+    E.thread_started = 0;
 }
 
 /* Start a fresh profile with E.filter and E.interval_ns. */
@@ -875,37 +1056,7 @@ static int engine_start(void)
     }
     publish_known();
 
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&E.cv, &ca);
-    pthread_condattr_destroy(&ca);
-    atomic_store(&E.stopping, 0);
-    atomic_store(&E.call_queued, 0);
-    atomic_store(&E.active, 1);
-
-    int rc = calx_gilwatch_start(E.interp);
-    if (rc != 0) {
-        atomic_store(&E.active, 0);
-        errno = rc;
-        PyErr_SetFromErrno(PyExc_OSError);
-        return -1;
-    }
-    /* The sampler thread must not receive the program's signals. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(&E.thread, NULL, sampler_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        calx_gilwatch_stop();
-        atomic_store(&E.active, 0);
-        errno = rc;
-        PyErr_SetFromErrno(PyExc_OSError);
-        return -1;
-    }
-    E.thread_started = 1;
-    return 0;
+    return threads_start();
 }
 
 int calx_sampler_start(int64_t interval_ns, calx_filter *filter)
@@ -958,17 +1109,7 @@ int calx_sampler_stop(void)
     if (!E.profile || getpid() != E.pid)
         return 0;
     int guard = calx_memory_guard_enter();
-    if (E.thread_started) {
-        pthread_mutex_lock(&E.mu);
-        atomic_store(&E.stopping, 1);
-        pthread_cond_broadcast(&E.cv);
-        pthread_mutex_unlock(&E.mu);
-        Py_BEGIN_ALLOW_THREADS
-        pthread_join(E.thread, NULL);
-        calx_gilwatch_stop();
-        Py_END_ALLOW_THREADS
-        E.thread_started = 0;
-    }
+    threads_stop();
     if (atomic_load(&E.active)) {
         calx_memory_stop();
         sample_pass(PASS_FINAL, 0);
@@ -981,6 +1122,62 @@ int calx_sampler_stop(void)
     }
     calx_memory_guard_leave(guard);
     return 0;
+}
+
+int calx_sampler_fork_before(void)
+{
+    if (!calx_sampler_running() || !E.thread_started)
+        return 0;
+    int guard = calx_memory_guard_enter();
+    threads_stop();
+    E.paused_for_fork = 1;
+    calx_memory_guard_leave(guard);
+    return 0;
+}
+
+/* Start the threads a fork stopped (GIL held). */
+static int resume_after_fork(void *arg)
+{
+    (void)arg;
+    E.resume_queued = 0;
+    if (!E.paused_for_fork || getpid() != E.pid)
+        return 0;
+    E.paused_for_fork = 0;
+    calx_signals_fork_after_parent();
+    int guard = calx_memory_guard_enter();
+    if (threads_start() != 0)
+        PyErr_Clear(); /* no thread: the profile ends here, the program goes on */
+    calx_memory_guard_leave(guard);
+    return 0;
+}
+
+void calx_sampler_fork_after_parent(void)
+{
+    if (!E.paused_for_fork || getpid() != E.pid) {
+        calx_signals_fork_after_parent();
+        return;
+    }
+    if (E.resume_queued)
+        return;
+    /* Python 3.13 counts the threads after the after_in_parent hooks: in
+       the main thread, start ours once os.fork() has returned. */
+    if (PyThread_get_thread_ident() == E.main_ident &&
+        Py_AddPendingCall(resume_after_fork, NULL) == 0) {
+        E.resume_queued = 1;
+        return;
+    }
+    resume_after_fork(NULL);
+}
+
+void calx_sampler_set_origin(int64_t since_ns)
+{
+    E.start_wall -= since_ns;
+}
+
+void calx_sampler_set_awaiting(PyObject *callback)
+{
+    Py_XINCREF(callback);
+    Py_XSETREF(E.awaiting, callback);
 }
 
 int calx_sampler_set_periodic(PyObject *callback, int64_t interval_ns, const char *request_path)

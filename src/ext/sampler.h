@@ -30,6 +30,25 @@ int calx_sampler_stop(void);
    0; on error set an exception and return -1. */
 int calx_sampler_restart_in_child(void);
 
+/* os.register_at_fork(before=..., after_in_parent=...): the sampler and
+   GIL-watcher threads stop before a fork and start again after it in the
+   parent (GIL held; the profile goes on); the signal helper's thread is
+   stopped by the caller and started again with them.  On the main thread
+   they start once os.fork() has returned (a pending call).  No thread of
+   ours is copied mid-way through a lock, and CPython 3.12+ does not count
+   ours when it warns that fork() is called in a multi-threaded process. */
+int calx_sampler_fork_before(void);
+void calx_sampler_fork_after_parent(void);
+
+/* Move the profile's time origin since_ns back (right after starting). */
+void calx_sampler_set_origin(int64_t since_ns);
+
+/* callback(ident) -> list of coroutine chains (lists of (code, line),
+   outermost first), one per task the asyncio loop run by thread `ident`
+   awaits; the sampler credits that loop's idle waiting to them, evenly.
+   NULL: waiting stays where the loop waits.  GIL held. */
+void calx_sampler_set_awaiting(PyObject *callback);
+
 /* Call callback(reason) from the sampler thread, with the GIL, every
    interval_ns (0: never) with reason "interval", and whenever the file
    request_path (or NULL) exists with reason "request" (looked for ten times

@@ -53,6 +53,7 @@ static struct {
     PyObject *callback;
     pthread_t helper;
     int running;
+    int paused; /* the helper stopped for a fork (handlers still ours) */
     atomic_int helper_tid;
 } S = {.pipe = {-1, -1}};
 
@@ -130,6 +131,18 @@ static void *helper_main(void *arg)
     return NULL;
 }
 
+/* The helper blocks every signal, so the kernel never picks it to run a
+   handler.  Returns pthread_create's status. */
+static int start_helper(void)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&S.helper, NULL, helper_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
 int calx_signals_start(PyObject *callback)
 {
     if (S.running)
@@ -142,11 +155,7 @@ int calx_signals_start(PyObject *callback)
     atomic_store(&S.caught, 0);
     Py_INCREF(callback);
     Py_XSETREF(S.callback, callback);
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&S.helper, NULL, helper_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = start_helper();
     if (rc != 0) {
         close(S.pipe[0]);
         close(S.pipe[1]);
@@ -192,18 +201,52 @@ void calx_signals_stop(void)
     if (!S.running || getpid() != S.pid)
         return;
     restore_defaults();
-    if (atomic_load(&S.caught) == 0) {
+    if (S.paused || atomic_load(&S.caught) == 0) {
         /* Wake the helper with nothing caught; it exits. */
         close(S.pipe[1]);
         S.pipe[1] = -1;
-        Py_BEGIN_ALLOW_THREADS
-        pthread_join(S.helper, NULL);
-        Py_END_ALLOW_THREADS
+        if (!S.paused) {
+            Py_BEGIN_ALLOW_THREADS
+            pthread_join(S.helper, NULL);
+            Py_END_ALLOW_THREADS
+        }
         close(S.pipe[0]);
         S.pipe[0] = -1;
         S.running = 0;
+        S.paused = 0;
     }
     /* A signal is being handled: the helper owns the rest. */
+}
+
+void calx_signals_fork_before(void)
+{
+    if (!S.running || S.paused || getpid() != S.pid || atomic_load(&S.caught))
+        return;
+    /* A byte with nothing caught: the helper exits.  A signal that
+       arrives from now on leaves its byte in the pipe for the next one. */
+    char byte = 0;
+    ssize_t n;
+    do
+        n = write(S.pipe[1], &byte, 1);
+    while (n < 0 && errno == EINTR);
+    if (n != 1)
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(S.helper, NULL);
+    Py_END_ALLOW_THREADS
+    S.paused = 1;
+}
+
+void calx_signals_fork_after_parent(void)
+{
+    if (!S.paused || getpid() != S.pid)
+        return;
+    S.paused = 0;
+    if (start_helper() != 0) {
+        /* Nobody would act on our handlers: give the signals back. */
+        restore_defaults();
+        S.paused = 1; /* no helper to join when stopping */
+    }
 }
 
 int calx_signals_is_helper(unsigned long ident, int tid)
@@ -224,6 +267,7 @@ void calx_signals_after_fork_child(void)
         close(S.pipe[1]);
     S.pipe[0] = S.pipe[1] = -1;
     S.running = 0;
+    S.paused = 0;
     atomic_store(&S.caught, 0);
     atomic_store(&S.helper_tid, 0);
 }

@@ -22,6 +22,12 @@ int calx_signals_start(PyObject *callback);
    helper, unless it is already handling a signal. */
 void calx_signals_stop(void);
 
+/* Around a fork (see calx_sampler_fork_before): the helper thread stops
+   before it and starts again in the parent; a signal caught in between is
+   handled then.  GIL held. */
+void calx_signals_fork_before(void);
+void calx_signals_fork_after_parent(void);
+
 /* Is this thread (pthread ident, or kernel tid; 0 for unknown) the helper?
    The sampler leaves it out: it is the profiler's own. */
 int calx_signals_is_helper(unsigned long ident, int tid);

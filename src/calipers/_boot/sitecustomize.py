@@ -52,7 +52,7 @@ def _calipers_boot():
     preload = env.get("CALIPERS_LD_PRELOAD")
     for key in ("CALIPERS_CONFIG", "CALIPERS_PYTHONPATH", "CALIPERS_LD_PRELOAD"):
         set_view(key, None)
-    set_view("PYTHONPATH", None if saved in (None, "\x1f") else saved)  # "\x1f": cli.NO_PYTHONPATH
+    set_view("PYTHONPATH", None if saved in (None, "\x1f") else saved)  # "\x1f": _agent.UNSET
     # The allocation shim stays loaded in this process.
     if preload is not None:
         set_view("LD_PRELOAD", None if preload == "\x1f" else preload)
@@ -60,7 +60,9 @@ def _calipers_boot():
     sys.path_importer_cache.pop(here, None)
 
     if config is not None:
-        main = settings.get("main_pid") == str(os.getpid())
+        # Only the program calipers started says why it is not profiled;
+        # one the main process exec'd (exec_origin) is quiet, as children are.
+        main = settings.get("main_pid") == str(os.getpid()) and not settings.get("exec_origin")
         try:
             if settings.get("python") != "%d.%d" % sys.version_info[:2]:
                 raise RuntimeError("another Python version than the launcher's")

@@ -1,0 +1,251 @@
+"""Whole programs at their edges: exec, fork from __main__, subprocess with
+preexec_fn, daemon threads at exit, atexit handlers, native threads that
+call into Python, asyncio, deep recursion, a thousand modules."""
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+
+import pytest
+
+from conftest import PROGRAMS, TRUTH, cpu, line_of, total
+
+
+def write(path, text, burn=True):
+    """A program: burn(seconds) (CPU time in Python), then text."""
+    path.write_text((BURN if burn else "") + textwrap.dedent(text))
+    return path
+
+
+BURN = """
+import time
+
+def burn(seconds):
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < seconds:  # burn-line
+        pass
+"""
+
+
+def test_fork_from_main_adds_no_warning(run_calipers, run_plain, tmp_path):
+    # Python 3.12+ warns when a process with several threads forks; the
+    # profiler's threads must not count (they stop around the fork).
+    prog = write(tmp_path / "fk.py", """
+    import os, sys, warnings
+    warnings.simplefilter("default")
+    burn(0.1)
+    pid = os.fork()
+    if pid == 0:
+        burn(0.2)  # child-line
+        os._exit(0)
+    os.waitpid(pid, 0)
+    burn(0.1)
+    print("parent done")
+    """)
+    plain = run_plain(prog)
+    prof = run_calipers(prog, options=["--no-report"])
+    assert plain.returncode == prof.returncode == 0
+    assert prof.stdout == plain.stdout == "parent done\n"
+    assert prof.stderr == plain.stderr == ""
+    procs = prof.profile["processes"]
+    assert len(procs) == 2 and procs[1]["forked"]
+    assert cpu(procs[1]) > 0.15
+
+
+def test_subprocess_preexec_fn_child_is_not_reported_lost(run_calipers, tmp_path):
+    prog = write(tmp_path / "pre.py", burn=False, text="""
+    import subprocess
+    r = subprocess.run(["sh", "-c", "exit 4"], preexec_fn=lambda: None)
+    print(r.returncode)
+    """)
+    prof = run_calipers(prog, options=["--no-report"])
+    assert prof.stdout == "4\n"
+    assert not [n for n in prof.profile["notes"] if "without writing a profile" in n]
+    assert len(prof.profile["processes"]) == 1
+
+
+def test_exec_of_python_continues_the_profile(run_calipers, tmp_path):
+    first = write(tmp_path / "first.py", """
+    import os, sys
+    burn(0.4)  # first-line
+    print("first", os.getpid(), flush=True)
+    os.execv(sys.executable, [sys.executable, sys.argv[1]])
+    """)
+    second = write(tmp_path / "second.py", """
+    import os
+    burn(0.4)  # second-line
+    print("second", os.getpid())
+    """)
+    prof = run_calipers(first, second)
+    assert prof.returncode == 0, prof.stderr
+    out = prof.stdout.split()
+    assert out[0] == "first" and out[2] == "second" and out[1] == out[3]  # the same pid
+    # One report, at the real end, covering both programs.
+    assert prof.stderr.count("profile written to") == 1
+    profile = prof.profile
+    procs = profile["processes"]
+    assert [p["pid"] for p in procs] == [int(out[1])] * 2
+    assert procs[1]["end"] == "exec" and procs[0]["end"] == "exit"
+    assert cpu(prof.lines(first.name)[line_of(first, "burn-line")]) > 0.3
+    assert cpu(prof.lines(second.name)[line_of(second, "burn-line")]) > 0.3
+    # The clock runs from the first program's start.
+    assert profile["summary"]["wall_s"] >= 0.75
+
+
+def test_exec_of_another_program_keeps_the_profile_and_status(run_calipers, run_plain, tmp_path):
+    prog = write(tmp_path / "ex.py", """
+    import os
+    burn(0.3)  # before-line
+    print("before", flush=True)
+    os.execvp("sh", ["sh", "-c", "echo hi; exit 3"])
+    """)
+    plain = run_plain(prog)
+    prof = run_calipers(prog)
+    assert plain.returncode == prof.returncode == 3
+    assert prof.stdout == plain.stdout == "before\nhi\n"
+    assert prof.stderr.count("profile written to") == 1
+    assert cpu(prof.lines(prog.name)[line_of(prog, "burn-line")]) > 0.2
+    assert prof.profile["processes"][0]["end"] == "exec"
+
+
+def test_daemon_threads_still_running_at_exit(run_calipers, run_plain, tmp_path):
+    prog = write(tmp_path / "daemon.py", """
+    import threading
+
+    def spin():
+        while True:
+            burn(0.01)  # daemon-line
+
+    for _ in range(2):
+        threading.Thread(target=spin, daemon=True).start()
+    burn(0.5)
+    print("main done")
+    """)
+    plain = run_plain(prog)
+    prof = run_calipers(prog, options=["--no-report"])
+    assert plain.returncode == prof.returncode == 0, prof.stderr
+    assert prof.stdout == plain.stdout and prof.stderr == plain.stderr == ""
+    spin = prof.lines(prog.name)
+    burn_line = line_of(prog, "burn-line")
+    # Three threads burn CPU; on this 2-core machine they share it.
+    assert len(prof.profile["threads"]) == 3
+    assert cpu(spin[burn_line]) > 0.5
+
+
+def test_atexit_handlers_run_and_are_profiled(run_calipers, run_plain, tmp_path):
+    prog = write(tmp_path / "ae.py", """
+    import atexit
+
+    def on_exit():
+        burn(0.3)  # handler-line
+        print("handler ran")
+
+    atexit.register(on_exit)
+    burn(0.1)
+    print("main done")
+    """)
+    plain = run_plain(prog)
+    prof = run_calipers(prog, options=["--no-report"])
+    assert prof.stdout == plain.stdout == "main done\nhandler ran\n"
+    # calipers' own exit hook runs after the program's: the handler's time is in.
+    assert cpu(prof.functions(prog.name)["on_exit"]["total"]) > 0.2
+
+
+@pytest.fixture(scope="module")
+def gilcall_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ext")
+    target = out / ("gilcall" + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-pthread",
+                    "-I" + sysconfig.get_paths()["include"], str(PROGRAMS / "gilcall.c"),
+                    "-o", str(target)], check=True)
+    return out
+
+
+def test_native_threads_calling_into_python(run_calipers, gilcall_dir):
+    prog = PROGRAMS / "gilcall_user.py"
+    prof = run_calipers(prog, gilcall_dir, TRUTH, options=["--no-report"])
+    assert prof.returncode == 0, prof.stderr
+    assert prof.stdout == "ok 40\n"
+    truth = prof.truth["callback_cpu_s"]
+    got = cpu(prof.functions(prog.name)["callback"]["total"])
+    assert truth > 0.8
+    assert 0.85 * truth <= got <= 1.1 * truth, (got, truth)
+
+
+def test_asyncio_await_is_waiting_on_the_awaiting_line(run_calipers, tmp_path):
+    prog = write(tmp_path / "aio.py", """
+    import asyncio
+
+    async def fetch():
+        await asyncio.sleep(0.6)  # fetch-line
+
+    async def slow():
+        await asyncio.sleep(0.4)  # slow-line
+
+    async def main():
+        burn(0.2)  # busy-line
+        await asyncio.gather(fetch(), fetch(), slow())
+        await slow()
+
+    asyncio.run(main())  # run-line
+    """)
+    prof = run_calipers(prog, options=["--no-report"])
+    assert prof.returncode == 0, prof.stderr
+    lines = prof.lines(prog.name)
+    # While all three wait (0.4 s) each has a third of the time; then the
+    # two fetches share 0.2 s; then slow() alone waits 0.4 s.
+    fetch, slow = lines[line_of(prog, "fetch-line")], lines[line_of(prog, "slow-line")]
+    assert fetch["waiting_s"] == pytest.approx(2 * (0.4 / 3 + 0.1), abs=0.08)
+    assert slow["waiting_s"] == pytest.approx(0.4 / 3 + 0.4, abs=0.08)
+    assert cpu(lines[line_of(prog, "burn-line")]) > 0.15
+    run_line = lines.get(line_of(prog, "run-line"))
+    assert run_line is None or run_line["waiting_s"] < 0.1
+    assert sum(total(ln) for ln in lines.values()) == pytest.approx(
+        prof.profile["summary"]["wall_s"], rel=0.1)
+
+
+def test_very_deep_recursion(run_calipers, run_plain, tmp_path):
+    prog = write(tmp_path / "deep.py", """
+    import sys
+    sys.setrecursionlimit(30000)
+
+    def down(n):
+        if n == 0:
+            burn(0.5)  # bottom-line
+            return 0
+        return down(n - 1) + 1
+
+    print(down(20000))
+    """)
+    plain = run_plain(prog)
+    prof = run_calipers(prog, options=["--no-report"])
+    assert plain.returncode == prof.returncode == 0, prof.stderr
+    assert prof.stdout == plain.stdout == "20000\n"
+    lines = prof.lines(prog.name)
+    assert cpu(lines[line_of(prog, "burn-line")]) > 0.4
+    # The innermost frames are kept when the stack is deeper than the walk.
+    assert cpu(prof.functions(prog.name)["burn"]["total"]) > 0.4
+
+
+def test_a_thousand_modules(run_calipers, run_plain, tmp_path):
+    pkg = tmp_path / "many"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for i in range(1000):
+        (pkg / ("m%04d.py" % i)).write_text(
+            "def work():\n    return sum(range(%d))\n" % (1000 + i))
+    prog = write(tmp_path / "imp.py", """
+    import importlib
+    total = 0
+    for i in range(1000):
+        total += importlib.import_module("many.m%04d" % i).work()
+    burn(0.2)
+    print(total)
+    """)
+    plain = run_plain(prog)
+    prof = run_calipers(prog, options=["--no-report"])
+    assert plain.returncode == prof.returncode == 0, prof.stderr
+    assert prof.stdout == plain.stdout
+    assert prof.profile["summary"]["samples"] >= 10
+    assert cpu(prof.lines(prog.name)[line_of(prog, "burn-line")]) > 0.15
