@@ -15,6 +15,13 @@ Or from inside a program, without ``calipers run``::
     work()
     calipers.stop()
 
+Profiling can be switched off and on around the part of a program that
+matters (``calipers run --off`` starts it off)::
+
+    calipers.on()
+    handle_requests()
+    calipers.off()
+
 Importing this package has no side effects: the engine starts only under
 ``calipers run`` or when asked to.
 """
@@ -59,6 +66,26 @@ def stop():
     from calipers import _agent
 
     return _agent.stop_api()
+
+
+def on():
+    """Switch profiling on: in every process of a ``calipers run`` (a run
+    started with ``--off`` begins switched off), or in this process under
+    :func:`start`.  Returns whether this process is being profiled; when
+    it is not, this does nothing, so the call can stay in the code."""
+    from calipers import _agent
+
+    return _agent.switch(True)
+
+
+def off():
+    """Switch profiling off until :func:`on`: the time and allocations
+    meanwhile are not credited to lines (the profile's ``paused_s`` says
+    how long it was off).  Returns whether this process is being
+    profiled."""
+    from calipers import _agent
+
+    return _agent.switch(False)
 
 
 class profile:

@@ -112,6 +112,34 @@ def request_path(run_dir):
     return os.path.join(run_dir, "dump-request") if run_dir else None
 
 
+def switch_path(run_dir):
+    """Profiling is off, in every process of the run, while this file
+    exists (`--off`, `calipers off PID`, calipers.off())."""
+    return os.path.join(run_dir, "off") if run_dir else None
+
+
+def switch(on):
+    """calipers.on() / calipers.off(): in every process of a `calipers
+    run`, or in this one under calipers.start().  Returns whether this
+    process is being profiled."""
+    if _state.get("pid") != os.getpid() or _state.get("finished"):
+        return False
+    path = switch_path(_state.get("run_dir"))
+    if path:
+        try:
+            if on:
+                os.unlink(path)
+            else:
+                with open(path, "wb"):
+                    pass
+        except FileNotFoundError:
+            pass
+        except OSError:
+            path = None  # the run directory is gone: this process only
+    _calipers.set_paused(not on)
+    return True
+
+
 def start_api(outfile, interval, memory_interval, profile_all, profile_only, profile_exclude,
               report, html):
     """calipers.start(): profile this process from now on, without
@@ -196,6 +224,7 @@ def _begin(start_engine):
     _state["finished"] = False
     _state["memory"] = bool(start_engine())
     _calipers.set_awaiting(_awaiting)
+    _calipers.set_switch(switch_path(_state.get("run_dir")))
     _calipers.watch_signals(_on_signal)
     if _is_child() and not _state.get("server"):
         try:

@@ -24,6 +24,7 @@ usage: calipers run [options] script.py [args...]
        calipers run [options] -m module [args...]
        calipers view [--text | --html FILE] [view options] profile.json
        calipers dump PID
+       calipers on PID | calipers off PID
        calipers --version | --help
 
 Profile a Python program: time per line and per function, split into Python,
@@ -52,12 +53,16 @@ options (before the script; everything after it is the program's):
                             merged into one profile)
   --profile-interval SECS   also write the profile every SECS seconds while
                             the program runs (replaced whole each time)
+  --off                     start with profiling switched off (calipers on PID,
+                            or calipers.on() in the program, switches it on)
   --no-report               do not print the report at exit
   --min-percent N           report lines holding at least N% of the time or
                             of the memory allocated (default 1)
 
 calipers dump PID: ask the profiled program with that process id to write
 its profile now (to its --outfile), without stopping it.
+calipers on PID / calipers off PID: switch its profiling on or off, in all
+of its processes (the report says how long it was off).
 
 view options:
   --text                    print the terminal report (the default)
@@ -183,13 +188,14 @@ def parse_run(args):
         "min_percent": 1.0,
         "no_follow": False,
         "profile_interval": 0.0,
+        "off": False,
     }
     with_value = {"-o": "outfile", "--outfile": "outfile", "--interval": "interval",
                   "--memory-interval": "memory_interval", "--html": "html",
                   "--min-percent": "min_percent", "--profile-interval": "profile_interval",
                   "--profile-only": "profile_only", "--profile-exclude": "profile_exclude"}
     flags = {"--profile-all": "profile_all", "--cpu-only": "cpu_only",
-             "--no-report": "no_report", "--no-follow": "no_follow"}
+             "--no-report": "no_report", "--no-follow": "no_follow", "--off": "off"}
     i = 0
     while i < len(args):
         arg = args[i]
@@ -409,6 +415,9 @@ def run(args):
         "profile_interval": repr(opts["profile_interval"]),
         "run_dir": run_directory(),
     }
+    if opts["off"]:
+        with open(_agent.switch_path(config["run_dir"]), "wb"):
+            pass
     shim = None
     if not opts["cpu_only"]:
         # CALIPERS_SHIM: another build of the shim (the sanitizer test tier).
@@ -515,15 +524,11 @@ def view(args):
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 
 
-def dump(args):
-    """calipers dump PID: ask a running profiled program for its profile."""
-    import time
-
+def control_dir(pid, command):
+    """The run directory of the profiled program with that PID (its main
+    process), found in the environment it was started with."""
     from calipers import _agent
 
-    if len(args) != 1 or not args[0].isdigit():
-        raise UsageError("usage: calipers dump PID")
-    pid = int(args[0])
     try:
         with open("/proc/%d/environ" % pid, "rb") as f:
             environ = f.read().split(b"\0")
@@ -537,12 +542,30 @@ def dump(args):
     config = _agent.decode_config(raw[0].decode("utf-8", "replace"))
     main_pid = int(config.get("main_pid") or 0)
     if main_pid != pid:
-        raise InputError("process %d is a child process of a calipers run; ask its main "
-                         "process (%d)" % (pid, main_pid), 1)
-    request = _agent.request_path(config.get("run_dir"))
-    if not request or not os.path.isdir(config["run_dir"]):
+        raise InputError("process %d is a child process of a calipers run; use its main "
+                         "process (calipers %s %d)" % (pid, command, main_pid), 1)
+    run_dir = config.get("run_dir")
+    if not run_dir or not os.path.isdir(run_dir):
         raise InputError("process %d has no calipers control directory (it is ending, or an "
                          "older calipers started it)" % pid, 1)
+    return run_dir, config
+
+
+def pid_argument(args, command):
+    if len(args) != 1 or not args[0].isdigit():
+        raise UsageError("usage: calipers %s PID" % command)
+    return int(args[0])
+
+
+def dump(args):
+    """calipers dump PID: ask a running profiled program for its profile."""
+    import time
+
+    from calipers import _agent
+
+    pid = pid_argument(args, "dump")
+    run_dir, config = control_dir(pid, "dump")
+    request = _agent.request_path(run_dir)
     outfile = config.get("outfile") or "calipers-profile.json"
     with open(request, "wb"):
         pass
@@ -552,6 +575,28 @@ def dump(args):
             raise InputError("process %d did not answer within 10 s" % pid, 1)
         time.sleep(0.05)
     sys.stderr.write("calipers: profile of process %d written to %s\n" % (pid, outfile))
+
+
+def switch(args, on):
+    """calipers on PID / calipers off PID: every process of the run
+    follows the switch file within a tenth of a second."""
+    from calipers import _agent
+
+    command = "on" if on else "off"
+    pid = pid_argument(args, command)
+    run_dir, _ = control_dir(pid, command)
+    path = _agent.switch_path(run_dir)
+    try:
+        if on:
+            os.unlink(path)
+        else:
+            with open(path, "wb"):
+                pass
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise InputError("cannot switch process %d %s: %s" % (pid, command, exc.strerror), 1)
+    sys.stderr.write("calipers: profiling of process %d is %s\n" % (pid, command))
 
 
 def main(argv=None):
@@ -571,6 +616,9 @@ def main(argv=None):
             return
         if args[0] == "dump":
             dump(args[1:])
+            return
+        if args[0] in ("on", "off"):
+            switch(args[1:], args[0] == "on")
             return
         if args[0].startswith("-"):
             raise UsageError("unknown option %s (see calipers --help)" % args[0])

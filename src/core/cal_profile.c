@@ -23,6 +23,7 @@ struct cal_profile {
     vec processes; /* cal_process */
     vec leaks;     /* cal_leak */
     int64_t wall_ns;
+    int64_t paused_ns; /* of it, with profiling switched off */
     cal_memory memory;
 };
 
@@ -320,6 +321,16 @@ void cal_profile_add_func_total(cal_profile *p, uint32_t func, const cal_times *
 void cal_profile_set_wall(cal_profile *p, int64_t wall_ns)
 {
     p->wall_ns = wall_ns;
+}
+
+void cal_profile_set_paused(cal_profile *p, int64_t paused_ns)
+{
+    p->paused_ns = paused_ns;
+}
+
+int64_t cal_profile_paused(const cal_profile *p)
+{
+    return p->paused_ns;
 }
 
 int64_t cal_profile_wall(const cal_profile *p)

@@ -200,6 +200,9 @@ void cal_profile_add_func_total(cal_profile *p, uint32_t func, const cal_times *
 /* Wall-clock bounds of the run, set by the owner. */
 void cal_profile_set_wall(cal_profile *p, int64_t wall_ns);
 int64_t cal_profile_wall(const cal_profile *p);
+/* How much of the wall time profiling was switched off. */
+void cal_profile_set_paused(cal_profile *p, int64_t paused_ns);
+int64_t cal_profile_paused(const cal_profile *p);
 
 /* Read-only views for the writers. */
 size_t cal_profile_nlines(const cal_profile *p);

@@ -753,6 +753,10 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
     cal_json_object_begin(&j);
     cal_json_key(&j, "wall_s");
     cal_json_seconds(&j, cal_profile_wall(p));
+    if (cal_profile_paused(p) > 0) {
+        cal_json_key(&j, "paused_s");
+        cal_json_seconds(&j, cal_profile_paused(p));
+    }
     json_times_fields(&j, &t.all);
     cal_json_key(&j, "attributed_samples");
     cal_json_int(&j, t.attributed_samples);

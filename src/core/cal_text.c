@@ -381,6 +381,9 @@ static void header(report *r)
         cal_buf_printf(&h, " across %zu threads", nthreads);
     if (nprocs > 1)
         cal_buf_printf(&h, " in %zu processes", nprocs);
+    double paused = cal_jv_getnum(sum, "paused_s", 0);
+    if (paused > 0)
+        cal_buf_printf(&h, "; profiling was off for %.2f\x01s of it", paused);
     if (h.data)
         add_wrapped(r->out, h.data, r->width, 10, r->tty);
     cal_buf_free(&h);

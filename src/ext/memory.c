@@ -356,6 +356,8 @@ static int where_now(calx_where *w, const qevent *proto)
 static uint32_t on_alloc(void *ptr, size_t size, int64_t weight, int python)
 {
     (void)size;
+    if (calx_sampler_paused())
+        return 0; /* profiling is off: not credited, not tracked */
     int64_t t = calx_sampler_elapsed_ns();
     qevent e = {.kind = Q_ALLOC, .python = (uint8_t)python, .a = weight, .t = t};
     calx_where w;
@@ -389,6 +391,8 @@ static void on_free(void *ptr, uint32_t cookie, int64_t weight)
 
 static void on_copy(int64_t weight)
 {
+    if (calx_sampler_paused())
+        return;
     int64_t t = calx_sampler_elapsed_ns();
     qevent e = {.kind = Q_COPY, .a = weight, .t = t};
     calx_where w;

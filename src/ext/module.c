@@ -232,6 +232,31 @@ static PyObject *py_set_periodic(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(set_switch_doc,
+"set_switch(path)\n\n"
+"Profiling is off while the file `path` exists (None: no such file).");
+
+static PyObject *py_set_switch(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *path;
+    if (!PyArg_ParseTuple(args, "z", &path))
+        return NULL;
+    if (calx_sampler_set_switch(path) != 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_set_paused(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    int off = PyObject_IsTrue(arg);
+    if (off < 0)
+        return NULL;
+    calx_sampler_set_paused(off);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_snapshot(PyObject *self, PyObject *noargs)
 {
     (void)self;
@@ -604,6 +629,9 @@ static PyMethodDef methods[] = {
     {"unwatch_signals", py_unwatch_signals, METH_NOARGS, "unwatch_signals()\n\nUndo watch_signals."},
     {"merge", py_merge, METH_VARARGS, merge_doc},
     {"set_periodic", py_set_periodic, METH_VARARGS, set_periodic_doc},
+    {"set_switch", py_set_switch, METH_VARARGS, set_switch_doc},
+    {"set_paused", py_set_paused, METH_O,
+     "set_paused(off)\n\nSwitch profiling off (True) or on (False) in this process."},
     {"snapshot", py_snapshot, METH_NOARGS,
      "snapshot()\n\nBring the end-of-run figures up to now, to write the profile while running."},
     {"running", py_running, METH_NOARGS, "running() -> bool"},

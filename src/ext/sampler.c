@@ -170,6 +170,13 @@ typedef struct engine {
     char *request_path;       /* a file whose existence is a request, or NULL */
     int64_t next_periodic, next_request_check;
 
+    /* Switching off and on (E.mu): profiling is off while switch_path
+       exists (checked with requests), or as set_paused says. */
+    char *switch_path;
+    int64_t next_switch_check;
+    atomic_int paused;
+    int64_t paused_since, paused_ns;
+
     /* The handshake. */
     atomic_int active;        /* profiling in this process */
     atomic_int stopping;
@@ -469,6 +476,8 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     int64_t d_wall = wall - th->last_wall, d_cpu, d_sys;
     cpu_delta(now, &th->last_cpu, &th->last_sys, &th->sys_carry, &d_cpu, &d_sys);
     th->last_wall = wall;
+    if (atomic_load(&E.paused))
+        return; /* profiling is off: the interval only moves the baselines */
 
     cal_times t = {0};
     int64_t user = d_cpu - d_sys;
@@ -679,7 +688,7 @@ static void sample_native_threads(const pass_entry *main)
         nt->seen = 1;
         int64_t d_cpu, d_sys;
         cpu_delta(&now, &nt->last_cpu, &nt->last_sys, &nt->sys_carry, &d_cpu, &d_sys);
-        if (is_new || d_cpu == 0)
+        if (is_new || d_cpu == 0 || atomic_load(&E.paused))
             continue;
         uint32_t stat = native_stat(nt);
         if (stat == CAL_PROFILE_NONE) {
@@ -850,6 +859,29 @@ static const char *periodic_due(int64_t now)
     return NULL;
 }
 
+/* E.mu held. */
+static void set_paused_locked(int off)
+{
+    off = !!off;
+    if (off == atomic_load(&E.paused))
+        return;
+    int64_t now = cal_clock_now_ns();
+    if (off)
+        E.paused_since = now;
+    else
+        E.paused_ns += now - E.paused_since;
+    atomic_store(&E.paused, off);
+}
+
+/* Follow the switch file (E.mu held). */
+static void check_switch(int64_t now)
+{
+    if (!E.switch_path || now < E.next_switch_check)
+        return;
+    E.next_switch_check = now + REQUEST_CHECK_NS;
+    set_paused_locked(access(E.switch_path, F_OK) == 0);
+}
+
 static void *sampler_main(void *arg)
 {
     (void)arg;
@@ -865,6 +897,7 @@ static void *sampler_main(void *arg)
 
     pthread_mutex_lock(&E.mu);
     while (!atomic_load(&E.stopping)) {
+        check_switch(cal_clock_now_ns());
         const char *why = periodic_due(cal_clock_now_ns());
         if (why) {
             /* The callback writes the profile: with the GIL, from here. */
@@ -1031,6 +1064,8 @@ static int engine_start(void)
     E.pid = getpid();
     E.dropped = 0;
     E.start_wall = cal_clock_now_ns();
+    atomic_store(&E.paused, 0); /* until the switch is read again */
+    E.paused_ns = 0;
     clockid_t sched;
     if (pthread_getcpuclockid(pthread_self(), &sched) != 0) {
         PyErr_SetString(PyExc_OSError, "calipers: no per-thread CPU clock");
@@ -1114,6 +1149,7 @@ int calx_sampler_stop(void)
         calx_memory_stop();
         sample_pass(PASS_FINAL, 0);
         cal_profile_set_wall(E.profile, cal_clock_now_ns() - E.start_wall);
+        cal_profile_set_paused(E.profile, calx_sampler_paused_ns());
         atomic_store(&E.active, 0);
         /* The profile has its own copies of every name: let the code
            objects go. */
@@ -1169,6 +1205,44 @@ void calx_sampler_fork_after_parent(void)
     resume_after_fork(NULL);
 }
 
+int calx_sampler_set_switch(const char *path)
+{
+    char *copy = path ? strdup(path) : NULL;
+    if (path && !copy) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    pthread_mutex_lock(&E.mu);
+    free(E.switch_path);
+    E.switch_path = copy;
+    E.next_switch_check = 0;
+    check_switch(cal_clock_now_ns());
+    pthread_mutex_unlock(&E.mu);
+    return 0;
+}
+
+void calx_sampler_set_paused(int off)
+{
+    pthread_mutex_lock(&E.mu);
+    set_paused_locked(off);
+    pthread_mutex_unlock(&E.mu);
+}
+
+int calx_sampler_paused(void)
+{
+    return atomic_load(&E.paused);
+}
+
+int64_t calx_sampler_paused_ns(void)
+{
+    pthread_mutex_lock(&E.mu);
+    int64_t ns = E.paused_ns;
+    if (atomic_load(&E.paused))
+        ns += cal_clock_now_ns() - E.paused_since;
+    pthread_mutex_unlock(&E.mu);
+    return ns;
+}
+
 void calx_sampler_set_origin(int64_t since_ns)
 {
     E.start_wall -= since_ns;
@@ -1209,6 +1283,7 @@ void calx_sampler_snapshot(void)
     int guard = calx_memory_guard_enter();
     calx_memory_snapshot();
     cal_profile_set_wall(E.profile, cal_clock_now_ns() - E.start_wall);
+    cal_profile_set_paused(E.profile, calx_sampler_paused_ns());
     calx_memory_guard_leave(guard);
 }
 

@@ -40,6 +40,17 @@ int calx_sampler_restart_in_child(void);
 int calx_sampler_fork_before(void);
 void calx_sampler_fork_after_parent(void);
 
+/* Switching profiling off and on.  While off, samples only move the
+   threads' baselines and allocations are not credited to lines (memory.c);
+   wall time, the footprint timeline and the exact totals go on.  Off while
+   the file at `path` exists (checked ten times a second by the sampler
+   thread, and now; NULL: no file), or as set_paused says last. */
+int calx_sampler_set_switch(const char *path);
+void calx_sampler_set_paused(int off);
+int calx_sampler_paused(void);
+/* How long profiling has been off. */
+int64_t calx_sampler_paused_ns(void);
+
 /* Move the profile's time origin since_ns back (right after starting). */
 void calx_sampler_set_origin(int64_t since_ns);
 
