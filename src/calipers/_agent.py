@@ -118,24 +118,30 @@ def switch_path(run_dir):
     return os.path.join(run_dir, "off") if run_dir else None
 
 
+def set_switch_file(run_dir, on):
+    """Remove (on) or create (off) the run's switch file; OSError if the
+    run directory cannot be written."""
+    try:
+        if on:
+            os.unlink(switch_path(run_dir))
+        else:
+            with open(switch_path(run_dir), "wb"):
+                pass
+    except FileNotFoundError:
+        pass
+
+
 def switch(on):
     """calipers.on() / calipers.off(): in every process of a `calipers
     run`, or in this one under calipers.start().  Returns whether this
     process is being profiled."""
     if _state.get("pid") != os.getpid() or _state.get("finished"):
         return False
-    path = switch_path(_state.get("run_dir"))
-    if path:
+    if _state.get("run_dir"):
         try:
-            if on:
-                os.unlink(path)
-            else:
-                with open(path, "wb"):
-                    pass
-        except FileNotFoundError:
-            pass
+            set_switch_file(_state["run_dir"], on)
         except OSError:
-            path = None  # the run directory is gone: this process only
+            pass  # the run directory is gone: this process only
     _calipers.set_paused(not on)
     return True
 

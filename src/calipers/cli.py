@@ -416,8 +416,7 @@ def run(args):
         "run_dir": run_directory(),
     }
     if opts["off"]:
-        with open(_agent.switch_path(config["run_dir"]), "wb"):
-            pass
+        _agent.set_switch_file(config["run_dir"], False)
     shim = None
     if not opts["cpu_only"]:
         # CALIPERS_SHIM: another build of the shim (the sanitizer test tier).
@@ -585,15 +584,8 @@ def switch(args, on):
     command = "on" if on else "off"
     pid = pid_argument(args, command)
     run_dir, _ = control_dir(pid, command)
-    path = _agent.switch_path(run_dir)
     try:
-        if on:
-            os.unlink(path)
-        else:
-            with open(path, "wb"):
-                pass
-    except FileNotFoundError:
-        pass
+        _agent.set_switch_file(run_dir, on)
     except OSError as exc:
         raise InputError("cannot switch process %d %s: %s" % (pid, command, exc.strerror), 1)
     sys.stderr.write("calipers: profiling of process %d is %s\n" % (pid, command))
