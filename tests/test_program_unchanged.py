@@ -75,7 +75,8 @@ def test_signal_handlers_timers_and_no_eintr(run_calipers, run_plain):
     facts = json.loads(prof.stdout)
     assert facts == json.loads(plain.stdout)
     assert facts["quiet_polls"] == [0] * 10  # no EINTR from the profiler
-    assert facts["caught"] == [signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2]
+    assert facts["caught"] == [signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
+                               signal.SIGINT]
     assert facts["dispositions"]["SIGTERM"] == "SIG_DFL"
     assert facts["timer_polls"] == ["eintr"] * 3
     assert facts["select_waited_enough"] and facts["alarms_enough"]

@@ -42,12 +42,14 @@ facts = {"dispositions": {name: disposition(signal.getsignal(getattr(signal, nam
 # Its own handlers for the signals calipers watches run, and the program
 # goes on.
 caught = []
-for name in ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2"):
+WATCHED = ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGINT")
+for name in WATCHED:
     signal.signal(getattr(signal, name), lambda signum, frame: caught.append(signum))
     os.kill(os.getpid(), getattr(signal, name))
 facts["caught"] = caught
-for name in ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2"):
+for name in WATCHED:
     signal.signal(getattr(signal, name), signal.SIG_DFL)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 signal.signal(signal.SIGALRM, on_alarm)
 signal.signal(signal.SIGPROF, on_prof)
