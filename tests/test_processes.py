@@ -5,6 +5,7 @@ against what the program measured itself (TRUTH) or against the same
 program run without calipers."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -84,8 +85,12 @@ def test_fork_child_returning_normally(run_calipers):
     assert processes_of_line(run, line_of(PROCS, "hot2")) == {1}
 
 
-def test_python_subprocess(run_calipers):
-    run = run_calipers(PROCS, "subprocess")
+@pytest.mark.parametrize("mode", ["subprocess", "python3"])
+def test_python_subprocess(run_calipers, mode):
+    # python3 found on PATH: this interpreter's (a virtual environment's
+    # bin directory first, as when it is activated).
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    run = run_calipers(PROCS, mode, env={"PATH": path})
     assert run.returncode == 0 and run.stdout == "child status 0\n"
     procs = run.profile["processes"]
     assert len(procs) == 2 and not procs[1]["forked"]

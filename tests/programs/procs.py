@@ -7,6 +7,7 @@ executor METHOD  ProcessPoolExecutor(2).map
 fork             os.fork(): the child works and leaves by os._exit
 forkreturn       os.fork(): the child works and returns normally
 subprocess       subprocess.run([sys.executable, procs.py, work])
+python3          subprocess.run(["python3", procs.py, work]) (python3 from PATH)
 sh               sh -c 'echo hi; exit 3' (its output and status printed)
 kill9            a child that SIGKILLs itself
 work             the function, in this process
@@ -64,8 +65,9 @@ def main():
             return
         _, status = os.waitpid(pid, 0)
         print("child status", os.waitstatus_to_exitcode(status))
-    elif mode == "subprocess":
-        r = subprocess.run([sys.executable, __file__, "work"])
+    elif mode in ("subprocess", "python3"):
+        exe = sys.executable if mode == "subprocess" else "python3"
+        r = subprocess.run([exe, __file__, "work"])
         print("child status", r.returncode)
     elif mode == "sh":
         r = subprocess.run(["sh", "-c", "echo hi; exit 3"], capture_output=True, text=True)
