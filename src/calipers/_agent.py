@@ -259,7 +259,11 @@ def _awaiting(ident):
         tasks = list(pool) + list(getattr(tasks_mod, "_eager_tasks", ()))
     except Exception:  # noqa: BLE001 - the set changed size meanwhile
         return []
-    for task in tasks[:MAX_TASKS]:
+    if len(tasks) > SAMPLE_TASKS:
+        # Drawn at random (with replacement): each line's expected share
+        # is still its share of the waiting tasks.
+        tasks = [tasks[_rand_below(len(tasks))] for _ in range(SAMPLE_TASKS)]
+    for task in tasks:
         try:
             if task.done() or getattr(task.get_loop(), "_thread_id", None) != ident:
                 continue
@@ -281,8 +285,20 @@ def _awaiting(ident):
     return chains
 
 
-#: Tasks looked at per idle sample of an event loop (a bound on the cost).
-MAX_TASKS = 1000
+#: Tasks looked at per idle sample of an event loop, at most (a bound on
+#: the cost: a thousand tasks cost about a millisecond).
+SAMPLE_TASKS = 64
+_rng = [(time.perf_counter_ns() ^ os.getpid() << 32) | 1]
+
+
+def _rand_below(n):
+    """xorshift64: cheap, and no import of `random` into the program."""
+    x = _rng[0]
+    x ^= (x << 13) & 0xFFFFFFFFFFFFFFFF
+    x ^= x >> 7
+    x ^= (x << 17) & 0xFFFFFFFFFFFFFFFF
+    _rng[0] = x
+    return x % n
 
 
 def _is_child():
