@@ -350,10 +350,16 @@ def _wrap_os_exit():
         _finish("os._exit")
         real(status)
 
-    _exit.__doc__ = real.__doc__
-    _exit.__module__ = real.__module__
-    _exit.__qualname__ = real.__qualname__
-    os._exit = _exit
+    os._exit = _dressed_as(_exit, real)
+
+
+def _dressed_as(wrapper, real):
+    """wrapper, with real's name and documentation (what help() and
+    tracebacks show the program)."""
+    wrapper.__doc__ = real.__doc__
+    wrapper.__module__ = real.__module__
+    wrapper.__qualname__ = real.__qualname__
+    return wrapper
 
 
 def _wrap_exec():
@@ -368,26 +374,21 @@ def _wrap_exec():
         def exec_(path, args, *env, _real=real):
             if (_state.get("pid") == os.getpid() and not _state.get("finished")
                     and _can_exec(path)):
-                if env and _state.get("follow") and "CALIPERS_CONFIG" not in env[0]:
-                    env = (profiled_env(env[0], _state["config_text"], _state.get("shim")),)
-                _state["successor"] = bool(_state.get("follow")) and _runs_this_python(path)
+                follow = bool(_state.get("follow"))
+                if follow:
+                    # The program the main process execs goes on with its clock.
+                    config = _state["config_text"]
+                    if not _is_child():
+                        config += RS + "exec_origin=%r" % _state["start_unix"]
+                        if not env:
+                            os.putenv("CALIPERS_CONFIG", config)
+                    if env and "CALIPERS_CONFIG" not in env[0]:
+                        env = (profiled_env(env[0], config, _state.get("shim")),)
+                _state["successor"] = follow and _runs_this_python(path)
                 _finish("exec")
-                if _state.get("follow") and not _is_child():
-                    if env:
-                        env = (dict(env[0], CALIPERS_CONFIG=_exec_config()),)
-                    else:
-                        os.putenv("CALIPERS_CONFIG", _exec_config())
             return _real(path, args, *env)
 
-        exec_.__doc__ = real.__doc__
-        exec_.__module__ = real.__module__
-        exec_.__qualname__ = real.__qualname__
-        setattr(os, name, exec_)
-
-
-def _exec_config():
-    """The configuration for the program the main process execs."""
-    return _state["config_text"] + RS + "exec_origin=%r" % _state["start_unix"]
+        setattr(os, name, _dressed_as(exec_, real))
 
 
 def _can_exec(path):
@@ -407,9 +408,11 @@ def _runs_this_python(path):
     def same(p):
         return os.path.realpath(p) == os.path.realpath(sys.executable)
 
+    if isinstance(path, int):
+        return False  # an open file: what it is cannot be told cheaply
     try:
-        if isinstance(path, int) or same(path):
-            return not isinstance(path, int)
+        if same(path):
+            return True
         with open(path, "rb") as f:
             first = f.readline(256)
     except (OSError, TypeError, ValueError):

@@ -158,7 +158,6 @@ static PyObject *py_fork_before(PyObject *self, PyObject *noargs)
 {
     (void)self;
     (void)noargs;
-    calx_signals_fork_before();
     calx_sampler_fork_before();
     Py_RETURN_NONE;
 }

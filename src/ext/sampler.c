@@ -506,18 +506,28 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
 }
 
 #define CHAIN_FUNCS 64
+#define MAX_CHAINS 64 /* the agent sends at most 64 tasks' chains */
 
-/* One task's awaiting place: the innermost profiled line of its coroutine
-   chain (a list of (code, line), outermost first) and its profiled
-   functions.  Returns 0 if none of it is profiled code. */
-static int chain_place(PyObject *chain, pass_entry *at, uint32_t *funcs, size_t *nfuncs)
+/* Where one task awaits: the innermost profiled line of its coroutine
+   chain, and the profiled functions on the chain. */
+typedef struct place {
+    uint32_t file, func;
+    int32_t line;
+    size_t nfuncs;
+    uint32_t funcs[CHAIN_FUNCS];
+} place;
+
+static place places[MAX_CHAINS]; /* GIL; one pass at a time */
+
+/* The place of a chain (a list of (code, line), outermost first).
+   Returns 0 if none of it is profiled code. */
+static int chain_place(PyObject *chain, place *at)
 {
     at->file = CAL_PROFILE_NONE;
-    *nfuncs = 0;
+    at->nfuncs = 0;
     if (!PyList_Check(chain) && !PyTuple_Check(chain))
         return 0;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(chain);
-    for (Py_ssize_t i = n - 1; i >= 0; i--) {
+    for (Py_ssize_t i = PySequence_Fast_GET_SIZE(chain) - 1; i >= 0; i--) {
         PyObject *item = PySequence_Fast_GET_ITEM(chain, i);
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
             !PyCode_Check(PyTuple_GET_ITEM(item, 0)))
@@ -537,10 +547,10 @@ static int chain_place(PyObject *chain, pass_entry *at, uint32_t *funcs, size_t 
             at->line = (int32_t)line;
         }
         int dup = 0;
-        for (size_t k = 0; k < *nfuncs && !dup; k++)
-            dup = funcs[k] == ci->func;
-        if (!dup && *nfuncs < CHAIN_FUNCS)
-            funcs[(*nfuncs)++] = ci->func;
+        for (size_t k = 0; k < at->nfuncs && !dup; k++)
+            dup = at->funcs[k] == ci->func;
+        if (!dup && at->nfuncs < CHAIN_FUNCS)
+            at->funcs[at->nfuncs++] = ci->func;
     }
     return at->file != CAL_PROFILE_NONE;
 }
@@ -554,31 +564,23 @@ static void credit_awaiting(const awaiting_stash *a)
     if (!chains)
         PyErr_Clear();
     Py_ssize_t n = chains && PyList_Check(chains) ? PyList_GET_SIZE(chains) : 0;
-    Py_ssize_t placed = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        pass_entry at;
-        uint32_t funcs[CHAIN_FUNCS];
-        size_t nfuncs;
-        placed += chain_place(PyList_GET_ITEM(chains, i), &at, funcs, &nfuncs);
-    }
+    size_t placed = 0;
+    for (Py_ssize_t i = 0; i < n && placed < MAX_CHAINS; i++)
+        placed += chain_place(PyList_GET_ITEM(chains, i), &places[placed]);
+    Py_XDECREF(chains);
     int64_t left = a->waiting_ns;
-    for (Py_ssize_t i = 0; i < n && placed > 0; i++) {
-        pass_entry at;
-        uint32_t funcs[CHAIN_FUNCS];
-        size_t nfuncs;
-        if (!chain_place(PyList_GET_ITEM(chains, i), &at, funcs, &nfuncs))
-            continue;
+    for (size_t i = 0; i < placed; i++) {
+        const place *at = &places[i];
         cal_times t = {0};
-        t.waiting_ns = left / placed--;
+        t.waiting_ns = left / (int64_t)(placed - i);
         left -= t.waiting_ns;
-        if (cal_profile_add_sample(E.profile, a->stat, at.file, at.line, at.func, &t) != 0) {
+        if (cal_profile_add_sample(E.profile, a->stat, at->file, at->line, at->func, &t) != 0) {
             E.dropped++;
             continue;
         }
-        for (size_t k = 0; k < nfuncs; k++)
-            cal_profile_add_func_total(E.profile, funcs[k], &t);
+        for (size_t k = 0; k < at->nfuncs; k++)
+            cal_profile_add_func_total(E.profile, at->funcs[k], &t);
     }
-    Py_XDECREF(chains);
     if (left > 0) {
         cal_times t = {0};
         t.waiting_ns = left;
@@ -798,7 +800,6 @@ static void sample_pass(enum pass_kind kind, int main_native)
     /* Last: the Python it runs may release the GIL. */
     for (size_t i = 0; i < E.nloops; i++)
         credit_awaiting(&E.loops[i]);
-    E.nloops = 0;
     E.in_pass = 0;
 }
 
@@ -897,8 +898,9 @@ static void *sampler_main(void *arg)
 
     pthread_mutex_lock(&E.mu);
     while (!atomic_load(&E.stopping)) {
-        check_switch(cal_clock_now_ns());
-        const char *why = periodic_due(cal_clock_now_ns());
+        int64_t now = cal_clock_now_ns();
+        check_switch(now);
+        const char *why = periodic_due(now);
         if (why) {
             /* The callback writes the profile: with the GIL, from here. */
             pthread_mutex_unlock(&E.mu);
@@ -1162,6 +1164,7 @@ int calx_sampler_stop(void)
 
 int calx_sampler_fork_before(void)
 {
+    calx_signals_fork_before();
     if (!calx_sampler_running() || !E.thread_started)
         return 0;
     int guard = calx_memory_guard_enter();

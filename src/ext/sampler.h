@@ -32,8 +32,8 @@ int calx_sampler_restart_in_child(void);
 
 /* os.register_at_fork(before=..., after_in_parent=...): the sampler and
    GIL-watcher threads stop before a fork and start again after it in the
-   parent (GIL held; the profile goes on); the signal helper's thread is
-   stopped by the caller and started again with them.  On the main thread
+   parent (GIL held; the profile goes on), and the signal helper's thread
+   with them.  On the main thread
    they start once os.fork() has returned (a pending call).  No thread of
    ours is copied mid-way through a lock, and CPython 3.12+ does not count
    ours when it warns that fork() is called in a multi-threaded process. */
