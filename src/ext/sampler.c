@@ -127,6 +127,12 @@ typedef struct awaiting_stash {
 
 enum pass_kind { PASS_MAIN, PASS_SAMPLER, PASS_FINAL };
 
+/* A Python thread outlives its thread state by the time it takes to exit
+   (pthread_exit unwinds, under load for milliseconds): the last ones that
+   ended are remembered, so that the native-thread scan never takes one of
+   them for a native thread. */
+#define GONE_TIDS 64
+
 typedef struct engine {
     /* Protected by the GIL. */
     cal_profile *profile;
@@ -143,6 +149,8 @@ typedef struct engine {
     int threads_changed;        /* the registry changed since gilwatch was told */
     native_thread *natives;
     size_t nnatives, natives_cap;
+    int gone_tids[GONE_TIDS];   /* Python threads that ended, most recent last */
+    size_t ngone;
     int sampler_tid;            /* our own threads, never counted */
     PyObject *awaiting;         /* awaiting(ident) -> coroutine chains, or NULL */
     awaiting_stash loops[MAX_LOOPS];
@@ -257,6 +265,8 @@ static void registry_sweep(void)
     for (size_t i = 0; i < E.nthreads; i++) {
         if (E.threads[i].seen || E.threads[i].is_main)
             E.threads[k++] = E.threads[i];
+        else
+            E.gone_tids[E.ngone++ % GONE_TIDS] = cal_clock_thread_tid(E.threads[i].clock);
     }
     if (k != E.nthreads)
         E.threads_changed = 1;
@@ -617,6 +627,9 @@ static int is_python_tid(int tid)
 {
     for (size_t i = 0; i < E.nthreads; i++)
         if (cal_clock_thread_tid(E.threads[i].clock) == tid)
+            return 1;
+    for (size_t i = 0; i < E.ngone && i < GONE_TIDS; i++)
+        if (E.gone_tids[i] == tid)
             return 1;
     return 0;
 }
@@ -1133,6 +1146,7 @@ int calx_sampler_restart_in_child(void)
     Py_CLEAR(E.threading_active);
     E.nthreads = 0;
     E.nnatives = 0;
+    E.ngone = 0;
     E.threads_changed = 1;
     cal_profile_free(E.profile);
     E.profile = NULL;
