@@ -23,11 +23,13 @@ test-c:
 test-sanitize:
 	cc -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c src/core/*.c -lm -lpthread -o /tmp/calipers-test-core-asan && /tmp/calipers-test-core-asan
 
-# Overhead side by side with the peers (bench/README.md).
+# Overhead, accuracy and own cost side by side with the peers (bench/README.md);
+# e.g. make bench SUITE=overhead ONLY=raytrace,docutils REPEAT=5
+BENCH_ARGS = $(if $(SUITE),--suite $(SUITE)) $(if $(ONLY),--only $(ONLY)) $(if $(REPEAT),--repeat $(REPEAT))
 bench:
-	$(PYTHON) bench/run.py
+	$(PYTHON) bench/run.py $(BENCH_ARGS)
 bench-quick:
-	$(PYTHON) bench/run.py --quick
+	$(PYTHON) bench/run.py --quick $(BENCH_ARGS)
 
 clean:
 	rm -rf build builddir dist $(VENV) bench/.venv examples/demo-profile.json

@@ -1,37 +1,41 @@
 #!/usr/bin/env python3
-"""Overhead of calipers, side by side with its peers, in one run.
+"""calipers side by side with its peers, in one run: overhead, accuracy, own cost.
 
-Three modes, each writing bench/results/<mode>.json and .md; docs/PERFORMANCE.md
-is regenerated from every results file present.
+Three suites, each writing bench/results/<suite>.json and .md; docs/PERFORMANCE.md
+(tables and a chart, docs/performance.png) is regenerated from every results
+file present.
 
-  cpu (default)  CPU-only profiling: no profiler, calipers --cpu-only,
-                 scalene --cpu-only, py-spy record (100 Hz), pyinstrument.
-  --memory       full profiling (CPU + memory + copy): no profiler, calipers,
-                 scalene (full), memray.
-  --own-cost     the profilers' own memory (peak RSS over the unprofiled run)
-                 and profile file size after 10 s and 60 s of the
-                 allocation-heavy program.
+  overhead   slowdown of each configuration: no profiler, calipers --cpu-only,
+             calipers (full), scalene --cpu-only, scalene (full), memray,
+             py-spy record (100 Hz), pyinstrument; on the ten pyperformance
+             benchmarks seed 000 (section 6.4) used, plus an allocation-heavy
+             and a NumPy-heavy program of ours (bench/programs).
+  accuracy   ground-truth programs (bench/accuracy) under calipers and every
+             peer that reports the metric, scored against what the program
+             measured itself (bench/accuracy.py).
+  own-cost   the profilers' own memory (peak RSS over the unprofiled run) and
+             profile size after 10 s and 60 s of the allocation-heavy program.
 
-Programs: the ten CPU-bound benchmarks shipped by the `pyperformance` package,
-run in-process by pyperf's worker mode, plus two of ours in bench/programs
-(allocation-heavy and NumPy-heavy), each with a loop count calibrated so that
-the unprofiled run takes about --seconds.  Every configuration of a program
-runs interleaved (A B C D A B C D ...), --repeat times; we report the median of
-each and its slowdown over the unprofiled median, with the min-max range.
+Every configuration of a program runs interleaved (A B C ... A B C ...),
+--repeat times; we report the median and its slowdown over the unprofiled
+median, with the min-max range.  Loop counts are calibrated so that the
+unprofiled run takes about --seconds.
 
 Creates its own virtual environment (bench/.venv) with the peers from PyPI
 and calipers built from this checkout.
 
-    python3 bench/run.py              # cpu: 12 programs, 5 repeats, ~4 s each
-    python3 bench/run.py --quick      # 8 programs, 3 repeats, ~1.5 s each
-    python3 bench/run.py --memory
-    python3 bench/run.py --own-cost
+    python3 bench/run.py                      # everything (about an hour)
+    python3 bench/run.py --quick              # everything, smaller (under 10 minutes)
+    python3 bench/run.py --suite accuracy --repeat 5
+    python3 bench/run.py --only raytrace,go --configs calipers,py-spy
+    python3 bench/run.py --render             # rebuild docs/PERFORMANCE.md
 """
 import argparse
 import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,23 +43,42 @@ import tempfile
 import time
 from pathlib import Path
 
+import accuracy
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 VENV = HERE / ".venv"
 RESULTS = HERE / "results"
 PROGRAMS = HERE / "programs"
-PEERS = ["pyperformance==1.14.0", "scalene", "py-spy", "pyinstrument", "memray", "numpy"]
-#: The pyperformance programs, then ours (bench/programs).
-BENCHMARKS = ["nbody", "raytrace", "fannkuch", "richards", "float", "nqueens",
-              "spectral_norm", "chaos", "deltablue", "go", "alloc_heavy", "numpy_heavy"]
-QUICK = ["nbody", "raytrace", "richards", "float", "chaos", "go", "alloc_heavy", "numpy_heavy"]
-CONFIGS = {
-    "cpu": ["none", "calipers", "scalene", "py-spy", "pyinstrument"],
-    "memory": ["none", "calipers-full", "scalene-full", "memray"],
-    "own-cost": ["none", "calipers-full", "scalene-full", "memray", "memray-python"],
+PEERS = ["pyperformance==1.14.0", "scalene", "py-spy", "pyinstrument", "memray", "numpy",
+         "matplotlib",
+         # the pyperformance benchmarks' own requirements (docutils, sympy)
+         "docutils==0.18.1", "sympy==1.8", "mpmath==1.2.1"]
+#: The ten longest-running pyperformance benchmarks of seed 000 (Table 1):
+#: name -> (the benchmark's directory in pyperformance, its extra arguments).
+PYPERFORMANCE = {
+    "async_tree_none": ("async_tree", ["none"]),
+    "async_tree_io": ("async_tree", ["io"]),
+    "async_tree_cpu_io_mixed": ("async_tree", ["cpu_io_mixed"]),
+    "async_tree_memoization": ("async_tree", ["memoization"]),
+    "docutils": ("docutils", []),
+    "fannkuch": ("fannkuch", []),
+    "mdp": ("mdp", []),
+    "pprint": ("pprint", []),
+    "raytrace": ("raytrace", []),
+    "sympy": ("sympy", ["integrate"]),
 }
-#: --own-cost: run lengths of the allocation-heavy program, in seconds.
+BENCHMARKS = list(PYPERFORMANCE) + ["alloc_heavy", "numpy_heavy"]
+QUICK = ["async_tree_none", "raytrace", "alloc_heavy", "numpy_heavy"]
+SUITES = ["overhead", "accuracy", "own-cost"]
+CONFIGS = {
+    "overhead": ["none", "calipers-cpu", "calipers", "scalene-cpu", "scalene", "memray",
+                 "py-spy", "pyinstrument"],
+    "own-cost": ["none", "calipers", "scalene", "memray", "memray-python"],
+}
+#: own-cost: run lengths of the allocation-heavy program, in seconds.
 OWN_COST_SECONDS = [10, 60]
+QUICK_OWN_COST_SECONDS = [10]
 
 
 def sh(cmd, **kw):
@@ -70,28 +93,28 @@ def setup(python):
     if not (VENV / "bin" / "python").exists():
         sh([python, "-m", "venv", str(VENV)])
         sh([venv_bin("python"), "-m", "pip", "install", "-q", "--upgrade", "pip"])
-        sh([venv_bin("python"), "-m", "pip", "install", "-q"] + PEERS)
+    sh([venv_bin("python"), "-m", "pip", "install", "-q"] + PEERS)
     # Always the calipers of this checkout.
     sh([venv_bin("python"), "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps",
         str(ROOT)])
 
 
-#: The benchmark scripts, copied out of site-packages: every profiler here
-#: profiles only "the program's own" files by default, and a script inside
-#: site-packages is library code to all of them, so its lines would not be
-#: attributed at all and the per-line work would go unmeasured.
+#: The benchmarks' directories, copied out of site-packages: every profiler
+#: here profiles only "the program's own" files by default, and a script
+#: inside site-packages is library code to all of them, so its lines would
+#: not be attributed at all and the per-line work would go unmeasured.
 COPIES = HERE / ".programs"
 
 
-def bench_script(name):
+def bench_script(directory):
     out = subprocess.run([venv_bin("python"), "-c",
                           "import pyperformance, os; print(os.path.dirname(pyperformance.__file__))"],
                          check=True, capture_output=True, text=True).stdout.strip()
-    src = Path(out, "data-files", "benchmarks", "bm_" + name, "run_benchmark.py")
-    COPIES.mkdir(exist_ok=True)
-    dst = COPIES / ("bm_%s.py" % name)
-    dst.write_bytes(src.read_bytes())
-    return str(dst)
+    src = Path(out, "data-files", "benchmarks", "bm_" + directory)
+    dst = COPIES / ("bm_" + directory)
+    if not dst.exists():
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    return str(dst / "run_benchmark.py")
 
 
 def program(name, loops):
@@ -99,22 +122,24 @@ def program(name, loops):
     ours = PROGRAMS / (name + ".py")
     if ours.exists():
         return [str(ours), str(loops)]
-    return [bench_script(name), "--worker", "--loops", str(loops), "--values", "1",
-            "--warmups", "0", "-q"]
+    directory, extra = PYPERFORMANCE[name]
+    return [bench_script(directory)] + extra + [
+        "--worker", "--loops", str(loops), "--values", "1", "--warmups", "0", "-q"]
 
 
 def command(config, prog, tmp):
+    """The command line that runs argv `prog` under `config`, its output in tmp."""
     py = venv_bin("python")
     out = os.path.join(tmp, "out")
     if config == "none":
         return [py] + prog
-    if config == "calipers":
+    if config == "calipers-cpu":
         return [venv_bin("calipers"), "run", "--cpu-only", "--no-report", "-o", out + ".json"] + prog
-    if config == "calipers-full":
+    if config == "calipers":
         return [venv_bin("calipers"), "run", "--no-report", "-o", out + ".json"] + prog
-    if config == "scalene":
+    if config == "scalene-cpu":
         return [venv_bin("scalene"), "run", "--cpu-only", "-o", out + ".json"] + prog
-    if config == "scalene-full":
+    if config == "scalene":
         return [venv_bin("scalene"), "run", "-o", out + ".json"] + prog
     if config == "memray":
         return [venv_bin("memray"), "run", "-q", "-f", "-o", out + ".bin"] + prog
@@ -125,7 +150,7 @@ def command(config, prog, tmp):
         return [venv_bin("py-spy"), "record", "-r", "100", "-f", "raw", "-o", out + ".txt",
                 "--", py] + prog
     if config == "pyinstrument":
-        return [venv_bin("pyinstrument"), "-r", "text", "-o", out + ".txt"] + prog
+        return [venv_bin("pyinstrument"), "-r", "json", "-o", out + ".json"] + prog
     raise ValueError(config)
 
 
@@ -137,13 +162,15 @@ class Run:
         self.wall, self.cpu, self.maxrss, self.size = wall, cpu, maxrss, size
 
 
-def run(cmd, tmp=None):
+def run(cmd, tmp=None, env=None, cwd=None):
+    """Run cmd to its end; tmp (the profilers' output directory) is emptied
+    first and the size of what they wrote there measured."""
     if tmp:
         for f in os.listdir(tmp):
             os.unlink(os.path.join(tmp, f))
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - t0
         code = os.waitstatus_to_exitcode(status)
@@ -260,24 +287,29 @@ def own_cost_table(results, configs):
     return "\n".join(lines)
 
 
-def render(mode, data):
+def render(suite, data):
+    if suite == "accuracy":
+        return accuracy.table(data["results"])
     results, configs = data["results"], data["meta"]["configs"]
     plain = {k: {c: v for c, v in r.items() if c in configs} for k, r in results.items()}
-    if mode == "own-cost":
+    if suite == "own-cost":
         return own_cost_table(plain, configs)
     wall, _ = slowdown_table(plain, configs)
     cpu, _ = slowdown_table(plain, configs, "cpu_median", ranges=False)
     return wall + "\n\n" + cpu
 
 
-def measure(mode, names, configs, repeat, seconds, save):
+PEER_PREFIXES = ("scalene", "memray", "py-spy", "pyinstrument")
+
+
+def measure(suite, names, configs, repeat, seconds, save):
     """Run the plan; save(results) after each program, so an interrupted run
     keeps what it measured."""
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        if mode == "own-cost":
+        if suite == "own-cost":
             plan = [("alloc_heavy %d s" % s, program("alloc_heavy", calibrate("alloc_heavy", s)))
-                    for s in OWN_COST_SECONDS]
+                    for s in seconds]
         else:
             plan = [(name, program(name, calibrate(name, seconds))) for name in names]
         for name, prog in plan:
@@ -290,7 +322,7 @@ def measure(mode, names, configs, repeat, seconds, save):
                             runs[c].append(run(command(c, prog, tmp), tmp))
                             break
                         except RuntimeError as exc:
-                            if not c.startswith(("scalene", "memray", "py-spy", "pyinstrument")):
+                            if not c.startswith(PEER_PREFIXES):
                                 raise  # ours, or the program itself: a real failure
                             print("  %s failed: %s" % (c, str(exc).strip().splitlines()[-1]),
                                   flush=True)
@@ -302,124 +334,174 @@ def measure(mode, names, configs, repeat, seconds, save):
             cells = []
             for c in configs[1:]:
                 r = results[name][c]
-                cells.append("%s failed" % c if "median" not in r else "%s %.3f× %s %s" % (
-                    c, r["median"] / base["median"], mb(r["maxrss_median"] - base["maxrss_median"]),
-                    mb(r["size_median"])))
-            print("%-16s %6.2fs %7s  " % (name, base["median"], mb(base["maxrss_median"])) +
-                  "  ".join(cells), flush=True)
+                cells.append("%s failed" % c if "median" not in r else "%s %.3f×" % (
+                    c, r["median"] / base["median"]) + (" %s %s" % (
+                        mb(r["maxrss_median"] - base["maxrss_median"]), mb(r["size_median"]))
+                        if suite == "own-cost" else ""))
+            print("%-24s %6.2fs  " % (name, base["median"]) + "  ".join(cells), flush=True)
     return results
+
+
+def run_suite(suite, args, quick):
+    """Measure one suite and write bench/results/<suite>.json and .md."""
+    repeat = args.repeat or {"overhead": 2 if quick else 3, "accuracy": 1 if quick else 3,
+                             "own-cost": 1}[suite]
+    seconds = args.seconds or (1.5 if quick else 4.0)
+    if suite == "own-cost":
+        seconds = QUICK_OWN_COST_SECONDS if quick else OWN_COST_SECONDS
+    names = args.only.split(",") if args.only else QUICK if quick else BENCHMARKS
+    meta = {"machine": machine(), "versions": versions(), "repeat": repeat,
+            "date": time.strftime("%Y-%m-%d"),
+            "command": "python3 bench/run.py " + " ".join(sys.argv[1:])}
+    partial = RESULTS / (suite + ".partial.json")
+
+    def save(results):
+        partial.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+
+    print("== %s" % suite, flush=True)
+    if suite == "accuracy":
+        tests = args.only.split(",") if args.only and set(args.only.split(",")) <= set(
+            accuracy.TESTS) else None
+        profilers = args.configs.split(",") if args.configs else None
+        results = accuracy.measure(command, run, repeat, tests, profilers,
+                                   log=lambda line: print(line, flush=True))
+    else:
+        chosen = args.configs.split(",") if args.configs else CONFIGS[suite]
+        meta["configs"] = ["none"] + [c for c in chosen if c != "none" and c in CONFIGS[suite]]
+        meta["seconds"] = seconds
+        results = measure(suite, names, meta["configs"], repeat, seconds, save)
+    data = {"meta": meta, "results": results}
+    (RESULTS / (suite + ".json")).write_text(json.dumps(data, indent=1))
+    if partial.exists():
+        partial.unlink()
+    table = render(suite, data)
+    (RESULTS / (suite + ".md")).write_text(table + "\n")
+    print()
+    print(table, flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
-                    help="%d programs, 3 repeats, ~1.5 s each" % len(QUICK))
-    ap.add_argument("--repeat", type=int)
-    ap.add_argument("--seconds", type=float)
-    ap.add_argument("--only", help="comma-separated subset of " + ",".join(BENCHMARKS))
-    ap.add_argument("--configs", help="comma-separated subset of the mode's configurations")
-    ap.add_argument("--python", default="python3.11")
-    mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--memory", action="store_true",
-                      help="full profiling: " + ", ".join(CONFIGS["memory"][1:]))
-    mode.add_argument("--own-cost", action="store_true",
-                      help="own memory and profile size after %s s of alloc_heavy" %
-                      " and ".join(map(str, OWN_COST_SECONDS)))
+                    help="overhead on %d programs (%s), 2 repeats of ~1.5 s; accuracy once; "
+                    "own cost at 10 s only" % (len(QUICK), ", ".join(QUICK)))
+    ap.add_argument("--suite", help="comma-separated subset of " + ",".join(SUITES))
+    ap.add_argument("--repeat", type=int, help="repetitions of each configuration")
+    ap.add_argument("--seconds", type=float, help="unprofiled run time of each program")
+    ap.add_argument("--only", help="comma-separated subset of the programs (%s) or of the "
+                    "accuracy tests (%s)" % (",".join(BENCHMARKS), ",".join(accuracy.TESTS)))
+    ap.add_argument("--configs", help="comma-separated subset of the configurations "
+                    "(overhead: %s) or of the accuracy suite's profilers" %
+                    ",".join(CONFIGS["overhead"][1:]))
+    ap.add_argument("--python", default="python3.11",
+                    help="the interpreter of bench/.venv (default python3.11)")
     ap.add_argument("--render", action="store_true",
                     help="only rebuild docs/PERFORMANCE.md from bench/results")
     args = ap.parse_args()
-    if args.render:
-        write_performance_page()
-        return
-    kind = "memory" if args.memory else "own-cost" if args.own_cost else "cpu"
-    repeat = args.repeat or (1 if args.own_cost else 3 if args.quick else 5)
-    seconds = args.seconds or (1.5 if args.quick else 4.0)
-    names = args.only.split(",") if args.only else QUICK if args.quick else BENCHMARKS
-    configs = ["none"] + [c for c in (args.configs.split(",") if args.configs else CONFIGS[kind])
-                          if c != "none"]
-
-    setup(args.python)
-    RESULTS.mkdir(exist_ok=True)
-    meta = {"machine": machine(), "versions": versions(), "repeat": repeat,
-            "seconds": seconds, "configs": configs, "date": time.strftime("%Y-%m-%d"),
-            "command": "python3 bench/run.py " + " ".join(sys.argv[1:]),
-            "scripts_copied": True}
-    partial = RESULTS / (kind + ".partial.json")
-
-    def save(results):
-        partial.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-
-    results = measure(kind, names, configs, repeat, seconds, save)
-    data = {"meta": meta, "results": results}
-    (RESULTS / (kind + ".json")).write_text(json.dumps(data, indent=1))
-    partial.unlink()
-    table = render(kind, data)
-    (RESULTS / (kind + ".md")).write_text(table + "\n")
+    suites = args.suite.split(",") if args.suite else SUITES
+    unknown = set(suites) - set(SUITES)
+    if unknown:
+        ap.error("unknown suite: %s (choose from %s)" % (", ".join(sorted(unknown)),
+                                                        ", ".join(SUITES)))
+    if not args.render and not os.environ.get("BENCH_SET_UP"):
+        setup(args.python)
+    # The rest runs in bench/.venv: reading memray's files and drawing the
+    # chart need its packages.
+    if Path(sys.prefix).resolve() != VENV.resolve() and (VENV / "bin" / "python").exists():
+        os.execve(venv_bin("python"), [venv_bin("python"), __file__] + sys.argv[1:],
+                  dict(os.environ, BENCH_SET_UP="1"))
+    if not args.render:
+        RESULTS.mkdir(exist_ok=True)
+        for suite in suites:
+            run_suite(suite, args, args.quick)
     write_performance_page()
-    print()
-    print(table)
 
 
-def section(kind):
-    path = RESULTS / (kind + ".json")
-    if not path.exists():
-        return "Not measured yet: `python3 bench/run.py %s`.\n" % {
-            "cpu": "", "memory": "--memory", "own-cost": "--own-cost"}[kind]
-    data = json.loads(path.read_text())
+def header(data):
     m = data["meta"]
-    caveat = ""
-    if kind != "own-cost" and not m.get("scripts_copied"):
-        caveat = ("\n\n**Caveat:** measured before the benchmark scripts were copied out of "
-                  "site-packages: the profilers treated them as library code, so their lines "
-                  "were not attributed and the per-line work went unmeasured.  Rerun this mode.")
-    return ("Measured on %s with `%s`: %s; %s.%s\n\n%s\n" % (
+    return "Measured on %s with `%s`: %s; %s." % (
         m["date"], m["command"], m["machine"],
-        ", ".join("%s %s" % kv for kv in m["versions"].items()), caveat,
-        render(kind, data)))
+        ", ".join("%s %s" % kv for kv in m["versions"].items()))
+
+
+def section(suite):
+    path = RESULTS / (suite + ".json")
+    if not path.exists():
+        return "Not measured yet: `python3 bench/run.py --suite %s`.\n" % suite
+    data = json.loads(path.read_text())
+    return "%s\n\n%s\n" % (header(data), render(suite, data))
+
+
+def chart():
+    """docs/performance.png from the overhead results; returns the Markdown
+    that shows it, or "" without results (or without matplotlib)."""
+    path = RESULTS / "overhead.json"
+    try:
+        import chart as drawing
+    except ImportError:  # matplotlib: bench/.venv has it
+        return ""
+    if not path.exists():
+        return ""
+    drawing.draw(json.loads(path.read_text()), ROOT / "docs" / "performance.png")
+    return "![Slowdown per benchmark and configuration](performance.png)\n\n"
 
 
 def write_performance_page():
     (ROOT / "docs" / "PERFORMANCE.md").write_text(PERFORMANCE_TEMPLATE.format(
-        cpu=section("cpu"), memory=section("memory"), own_cost=section("own-cost")))
+        overhead=section("overhead"), chart=chart(), accuracy=section("accuracy"),
+        accuracy_doc=accuracy.__doc__.split("\n\n", 2)[2].strip(),
+        own_cost=section("own-cost")))
 
 
 PERFORMANCE_TEMPLATE = """\
 # Performance
 
-Generated by `bench/run.py` from `bench/results/*.json`; rerun it to refresh
-this page.  Each section says when and how its numbers were measured.
+Generated by `bench/run.py` (`make bench`, or `make bench-quick` for a
+smaller run) from `bench/results/*.json`; rerun it to refresh this page.
+Each section says when, where and with which command its numbers were
+measured, and the peers' versions.
 
-The programs are the ten CPU-bound benchmarks shipped by `pyperformance`
-(copied out of site-packages, so that every profiler treats them as the
-program's own code, and run in-process by pyperf's worker mode) and two of
-ours in
-`bench/programs/`: `alloc_heavy` (builds, sorts, indexes and serialises ~25 MB
-of dicts and strings per loop, keeping the last eight loops alive: a few
-hundred MB of footprint that keeps churning) and `numpy_heavy` (array
-arithmetic, a matrix product, sorting and copies on arrays of tens of MB).
-Loop counts are calibrated so that each unprofiled run takes about the stated
-seconds.  Every configuration of a program runs in turn, repeatedly (A B C A B
-C …); slowdowns are the median over the unprofiled median, min–max in
-brackets.  Process start-up and the profiler's own start-up and report writing
-are included: that is what a user waits for.  On a shared virtual machine wall
-time is noisy; the second table of each section gives CPU time (user + system
-of the whole process tree, profiler threads and processes included), which
-shows what the profiler itself costs.
+## Overhead
 
-## CPU-only overhead
+The programs are the ten pyperformance benchmarks that seed 000 (section 6.4,
+Table 1) used, as shipped by the `pyperformance` package (copied out of
+site-packages, so that every profiler treats them as the program's own code,
+and run in-process by pyperf's worker mode; `sympy` runs its `integrate`
+case), and two of ours in `bench/programs/`: `alloc_heavy` (builds, sorts,
+indexes and serialises ~25 MB of dicts and strings per loop, keeping the
+last eight loops alive: a few hundred MB of footprint that keeps churning)
+and `numpy_heavy` (array arithmetic, a matrix product, sorting and copies on
+arrays of tens of MB).  Loop counts are calibrated so that each unprofiled
+run takes about the stated seconds.
 
-calipers runs with `--cpu-only`, scalene with `--cpu-only`, py-spy with
-`record -r 100`, pyinstrument with its defaults.
+Configurations: `calipers-cpu` is `calipers run --cpu-only`; `calipers` is
+`calipers run` (CPU, memory, copy volume, leaks); `scalene-cpu` is `scalene
+run --cpu-only`; `scalene` is `scalene run` (CPU, memory, copy volume);
+`memray` is `memray run` (memory only; by default it records pymalloc's
+arenas, not each small Python object: `memray-python` below adds
+`--trace-python-allocators`); `py-spy` is `py-spy record -r 100`;
+`pyinstrument` is `pyinstrument` with its defaults.
 
-{cpu}
-## Full profiling overhead (CPU + memory + copy volume)
+Every configuration of a program runs in turn, repeatedly (A B C A B C …);
+slowdowns are the median over the unprofiled median, min–max in brackets.
+Process start-up and the profiler's own start-up and report writing are
+included: that is what a user waits for.  On a shared virtual machine wall
+time is noisy; the second table gives CPU time (user + system of the whole
+process tree, profiler threads and processes included), which shows what
+the profiler itself costs.
 
-calipers with its defaults (`calipers run`), scalene with its defaults
-(`scalene run`: CPU, memory, copy volume), memray with `memray run` (no CPU profile; by
-default memray records pymalloc's arenas, not each small Python object:
-`memray-python` in the next section adds `--trace-python-allocators`).
+{chart}{overhead}
+## Accuracy
 
-{memory}
+Each program in `bench/accuracy/` does known work and measures the truth
+itself (CPU time with `time.thread_time`, wall time with `perf_counter`,
+bytes from the sizes it allocates and copies); each profiler that reports
+the metric runs it, and the score is the error of what it reported (lower is
+better).  A profiler that does not report a metric is not run for it (n/a).
+
+{accuracy_doc}
+
+{accuracy}
 ## Own memory and profile size
 
 The allocation-heavy program run for about 10 s and 60 s.  Own memory is the

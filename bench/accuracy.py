@@ -1,0 +1,345 @@
+"""Accuracy suite: programs that measure their own ground truth
+(bench/accuracy/*.py), run under calipers and under each peer that reports
+the metric, scored as the error of what the profiler reported.
+
+Every profiler's output is read into the same few questions (a function's
+CPU time and native share, a line's allocated/peak/copied bytes, which lines
+leak); the scores are:
+
+  split        Python vs native: mean |reported - true| native share of three
+               functions (pure Python, NumPy sorts, a measured mix), in
+               percentage points
+  bias         function bias (seed 000 s6.2): |reported - true| share of the
+               function that calls a helper, true share 25% and 75%, mean, pp
+  threads      three threads doing 1:2:3 units of work: mean |reported - true|
+               share of each, pp ("missed" when a profiler sees no worker)
+  peak512      the 512 MiB array, 0%, 50% and 100% of it touched: worst
+               relative error of the allocating line's peak, %
+  alloc_lines  allocation volume of three lines (1 MiB bytearrays, NumPy
+               arrays, small objects): mean relative error, %
+  leaks        the leaking line reported (yes/no) and lines wrongly reported
+  copies       copy volume of three lines (bytes(), ndarray.copy(), a slice):
+               mean relative error, %
+
+Shares are used for CPU time because the peers report percentages; the
+memory figures are absolute.
+"""
+import json
+import os
+import re
+import statistics
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent / "accuracy"
+MIB = 1 << 20
+
+#: (test, program, environment variants, the profilers that report the metric)
+CASES = [
+    ("split", "split.py", [{}], ["calipers", "scalene"]),
+    ("bias", "bias.py", [{"BENCH_SHARE": "0.25"}, {"BENCH_SHARE": "0.75"}],
+     ["calipers", "scalene", "py-spy", "pyinstrument"]),
+    ("threads", "threads.py", [{}], ["calipers", "scalene", "py-spy", "pyinstrument"]),
+    ("peak512", "peak512.py", [{"BENCH_TOUCH": t} for t in ("0", "0.5", "1")],
+     ["calipers", "scalene", "memray"]),
+    ("alloc_lines", "alloc_lines.py", [{}], ["calipers", "scalene", "memray", "memray-python"]),
+    ("leaks", "leaks.py", [{}], ["calipers", "scalene", "memray"]),
+    ("copies", "copies.py", [{}], ["calipers", "scalene"]),
+]
+TESTS = [c[0] for c in CASES]
+#: Which configuration of bench/run.py runs each profiler here.
+CONFIG = {"calipers": "calipers", "scalene": "scalene", "memray": "memray",
+          "memray-python": "memray-python", "py-spy": "py-spy", "pyinstrument": "pyinstrument"}
+PROFILERS = list(CONFIG)
+
+
+def markers(program):
+    """{name: line} for the `# @name` markers of a program."""
+    found = {}
+    for n, text in enumerate((HERE / program).read_text().splitlines(), 1):
+        m = re.search(r"# @(\w+)\s*$", text)
+        if m:
+            found[m.group(1)] = n
+    return found
+
+
+def mine(path, program):
+    return path is not None and os.path.basename(path) == program
+
+
+# --- what each profiler reported --------------------------------------------
+#
+# A Report answers, for the program's own file: cpu[function] = (python,
+# native) CPU time (any unit: only shares are compared), lines[line] =
+# {"alloc", "peak", "copy"} bytes, and leaks = [line, ...].  Time in library
+# code is credited to the innermost frame of the program, as every profiler
+# here does for its own report.
+
+
+class Report:
+    def __init__(self):
+        self.cpu = {}
+        self.lines = {}
+        self.leaks = []
+
+    def add_cpu(self, function, python, native=0.0):
+        p, n = self.cpu.get(function, (0.0, 0.0))
+        self.cpu[function] = (p + python, n + native)
+
+    def line(self, n):
+        return self.lines.setdefault(n, {"alloc": 0, "peak": 0, "copy": 0})
+
+
+def read_calipers(out, program):
+    data = json.loads(Path(out + ".json").read_text())
+    r = Report()
+    for f in data["files"]:
+        if not mine(f["path"], program):
+            continue
+        for fn in f["functions"]:
+            t = fn["self"]
+            r.add_cpu(fn["name"], t["python_s"], t["native_s"])
+        for ln in f["lines"]:
+            m = ln.get("memory") or {}
+            d = r.line(ln["line"])
+            d["alloc"] += m.get("alloc_python_bytes", 0) + m.get("alloc_native_bytes", 0)
+            d["peak"] = max(d["peak"], m.get("live_peak_bytes", 0))
+            d["copy"] += m.get("copied_bytes", 0)
+    r.leaks = [k["line"] for k in data.get("leaks", []) if mine(k["path"], program)]
+    return r
+
+
+def read_scalene(out, program):
+    data = json.loads(Path(out + ".json").read_text())
+    r = Report()
+    for path, f in data["files"].items():
+        if not mine(path, program):
+            continue
+        for fn in f["functions"]:
+            r.add_cpu(fn["line"], fn["n_cpu_percent_python"], fn["n_cpu_percent_c"])
+        for ln in f["lines"]:
+            d = r.line(ln["lineno"])
+            d["alloc"] += ln["n_malloc_mb"] * MIB
+            d["peak"] = max(d["peak"], ln["n_peak_mb"] * MIB)
+            d["copy"] += ln["n_copy_mb_s"] * data["elapsed_time_sec"] * MIB
+        r.leaks += [int(n) for n in f.get("leaks", {})]
+    return r
+
+
+def innermost_mine(stack, program):
+    """(function, line) of the innermost frame in the program, or None;
+    stack is innermost first, of (function, file, line)."""
+    for function, path, line in stack:
+        if mine(path, program):
+            return function, line
+    return None
+
+
+def read_memray(out, program):
+    import memray  # the bench environment's
+    reader = memray.FileReader(out + ".bin")
+    r = Report()
+    freeing = {"FREE", "MUNMAP", "PYMALLOC_FREE"}
+    for rec in reader.get_allocation_records():
+        if memray.AllocatorType(rec.allocator).name in freeing:
+            continue
+        at = innermost_mine(rec.stack_trace(), program)
+        if at:
+            r.line(at[1])["alloc"] += rec.size
+    for rec in reader.get_high_watermark_allocation_records(merge_threads=True):
+        at = innermost_mine(rec.stack_trace(), program)
+        if at:
+            r.line(at[1])["peak"] += rec.size
+    leaked = {}
+    for rec in reader.get_leaked_allocation_records(merge_threads=True):
+        at = innermost_mine(rec.stack_trace(), program)
+        if at:
+            leaked[at[1]] = leaked.get(at[1], 0) + rec.size
+    # memray lists every allocation alive at exit; a line is "reported" when
+    # it holds a megabyte or more of them.
+    r.leaks = [n for n, size in leaked.items() if size >= MIB]
+    return r
+
+
+FRAME = re.compile(r"^(.*) \((.*):(\d+)\)$")
+
+
+def read_pyspy(out, program):
+    """py-spy's raw (collapsed) stacks: "outer;...;inner count"."""
+    r = Report()
+    for text in Path(out + ".txt").read_text().splitlines():
+        stack, _, count = text.rpartition(" ")
+        frames = []
+        for fr in stack.split(";"):
+            m = FRAME.match(fr)
+            if m:
+                frames.append((m.group(1), m.group(2), int(m.group(3))))
+        at = innermost_mine(frames[::-1], program)
+        if at:
+            r.add_cpu(at[0], int(count))
+    return r
+
+
+def read_pyinstrument(out, program):
+    """pyinstrument's JSON tree: a node's own time (its time less its
+    children's) goes to the nearest frame of the program at or above it."""
+    r = Report()
+
+    def walk(node, owner):
+        if mine(node.get("file_path"), program):
+            owner = node["function"]
+        children = node.get("children", [])
+        own = node["time"] - sum(c["time"] for c in children)
+        if owner:
+            r.add_cpu(owner, max(own, 0.0))
+        for c in children:
+            walk(c, owner)
+
+    walk(json.loads(Path(out + ".json").read_text())["root_frame"], None)
+    return r
+
+
+READERS = {"calipers": read_calipers, "scalene": read_scalene, "memray": read_memray,
+           "memray-python": read_memray, "py-spy": read_pyspy, "pyinstrument": read_pyinstrument}
+
+
+# --- scores -----------------------------------------------------------------
+
+
+def shares(values):
+    total = sum(values.values())
+    return {k: v / total for k, v in values.items()} if total > 0 else None
+
+
+def pp(x):
+    return 100 * x
+
+
+def score_split(report, truth, marks):
+    errors = []
+    for fn, true_share in truth["native_share"].items():
+        python, native = report.cpu.get(fn, (0.0, 0.0))
+        if python + native <= 0:
+            return None
+        errors.append(abs(native / (python + native) - true_share))
+    return pp(statistics.mean(errors))
+
+
+def score_cpu_shares(report, truth, key):
+    got = shares({fn: sum(report.cpu.get(fn, (0.0, 0.0))) for fn in truth[key]})
+    want = shares(truth[key])
+    if got is None:
+        return None
+    return pp(statistics.mean(abs(got[k] - want[k]) for k in want))
+
+
+def score_bias(report, truth, marks):
+    return score_cpu_shares(report, truth, "seconds")
+
+
+def score_threads(report, truth, marks):
+    return score_cpu_shares(report, truth, "cpu_s")
+
+
+def score_bytes(field):
+    def score(report, truth, marks):
+        errors = [abs(report.lines.get(marks[name], {}).get(field, 0) - want) / want
+                  for name, want in truth["bytes"].items()]
+        return 100 * statistics.mean(errors)
+    return score
+
+
+def score_leaks(report, truth, marks):
+    """(found, false positives) of the reported lines."""
+    found = all(marks[n] in report.leaks for n in truth["leaks"])
+    wrong = sum(marks[n] in report.leaks for n in truth["not_leaks"])
+    return [int(found), wrong]
+
+
+SCORES = {"split": score_split, "bias": score_bias, "threads": score_threads,
+          "peak512": score_bytes("peak"), "alloc_lines": score_bytes("alloc"),
+          "leaks": score_leaks, "copies": score_bytes("copy")}
+#: How variants of a test combine: peak512 reports its worst case.
+COMBINE = {"peak512": max}
+
+
+def measure(command, run, repeat, tests=None, profilers=None, log=print):
+    """Run every case `repeat` times under each profiler; returns
+    {test: {profiler: {"score": median, "runs": [...], "errors": [...]}}}.
+    `command(config, argv, tmp)` builds a profiler's command line and
+    `run(cmd, tmp, env)` runs it (both from bench/run.py)."""
+    results = {}
+    for test, program, variants, who in CASES:
+        if tests and test not in tests:
+            continue
+        marks = markers(program)
+        results[test] = {}
+        for prof in who:
+            if profilers and prof not in profilers:
+                continue
+            scores, errors = [], []
+            for _ in range(repeat):
+                per_variant = []
+                for extra in variants:
+                    with tempfile.TemporaryDirectory() as tmp:
+                        truth_path = os.path.join(tmp, "truth.json")
+                        env = dict(os.environ, BENCH_TRUTH=truth_path, **extra)
+                        out = os.path.join(tmp, "out")
+                        try:
+                            run(command(CONFIG[prof], [str(HERE / program)], tmp), None, env=env,
+                                cwd=str(HERE))
+                            truth = json.loads(Path(truth_path).read_text())
+                            per_variant.append(SCORES[test](READERS[prof](out, program),
+                                                            truth, marks))
+                        except (RuntimeError, OSError, ValueError, KeyError) as exc:
+                            errors.append("%s: %s" % (type(exc).__name__, str(exc)[-300:]))
+                            per_variant = None
+                            break
+                if per_variant is None:
+                    continue
+                if test == "leaks":
+                    scores.append(per_variant[0])
+                elif any(s is None for s in per_variant):
+                    scores.append(None)  # nothing of the program's seen
+                else:
+                    scores.append(COMBINE.get(test, statistics.mean)(per_variant))
+            results[test][prof] = {"score": median_score(test, scores), "runs": scores,
+                                   "errors": errors}
+            log("  %-12s %-14s %s" % (test, prof, cell(test, results[test][prof])))
+    return results
+
+
+def median_score(test, scores):
+    if not scores:
+        return None
+    if test == "leaks":
+        return [statistics.median(s[0] for s in scores), statistics.median(s[1] for s in scores)]
+    seen = [s for s in scores if s is not None]
+    if len(seen) < len(scores) / 2:
+        return "missed"
+    return statistics.median(seen)
+
+
+UNITS = {"split": "pp", "bias": "pp", "threads": "pp", "peak512": "%", "alloc_lines": "%",
+         "copies": "%"}
+
+
+def cell(test, r):
+    s = r["score"]
+    if s is None:
+        return "failed" if r["errors"] else "–"
+    if s == "missed":
+        return "missed (no worker seen)" if test == "threads" else "missed"
+    if test == "leaks":
+        return "%s, %g wrong" % ("found" if s[0] >= 0.5 else "not found", s[1])
+    return "%.1f %s" % (s, UNITS[test])
+
+
+def table(results):
+    """Markdown: one row per test, one column per profiler."""
+    profs = [p for p in PROFILERS if any(p in r for r in results.values())]
+    lines = ["| test | " + " | ".join(profs) + " |", "|---|" + "---:|" * len(profs)]
+    for test, r in results.items():
+        lines.append("| %s | %s |" % (test, " | ".join(
+            cell(test, r[p]) if p in r else "n/a" for p in profs)))
+    return "\n".join(lines)
