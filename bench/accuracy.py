@@ -4,25 +4,7 @@ the metric, scored as the error of what the profiler reported.
 
 Every profiler's output is read into the same few questions (a function's
 CPU time and native share, a line's allocated/peak/copied bytes, which lines
-leak); the scores are:
-
-  split        Python vs native: mean |reported - true| native share of three
-               functions (pure Python, NumPy sorts, a measured mix), in
-               percentage points
-  bias         function bias (seed 000 s6.2): |reported - true| share of the
-               function that calls a helper, true share 25% and 75%, mean, pp
-  threads      three threads doing 1:2:3 units of work: mean |reported - true|
-               share of each, pp ("missed" when a profiler sees no worker)
-  peak512      the 512 MiB array, 0%, 50% and 100% of it touched: worst
-               relative error of the allocating line's peak, %
-  alloc_lines  allocation volume of three lines (1 MiB bytearrays, NumPy
-               arrays, small objects): mean relative error, %
-  leaks        the leaking line reported (yes/no) and lines wrongly reported
-  copies       copy volume of three lines (bytes(), ndarray.copy(), a slice):
-               mean relative error, %
-
-Shares are used for CPU time because the peers report percentages; the
-memory figures are absolute.
+leak); DESCRIBE says how each test is scored.
 """
 import json
 import os
@@ -33,6 +15,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent / "accuracy"
 MIB = 1 << 20
+#: Seconds a profiled run may take (the programs take 1-4 s unprofiled).
+LIMIT = 120
 
 #: (test, program, environment variants, the profilers that report the metric)
 CASES = [
@@ -47,6 +31,32 @@ CASES = [
     ("copies", "copies.py", [{}], ["calipers", "scalene"]),
 ]
 TESTS = [c[0] for c in CASES]
+DESCRIBE = {
+    "split": "Python vs native time: three functions (a pure-Python loop, NumPy sorts, a "
+             "loop mixing both in proportions it measures); the score is the mean "
+             "|reported - true| native share of the three, in percentage points.",
+    "bias": "function bias (seed 000, section 6.2): a function that calls a helper in its "
+            "loop and one with the helper inlined, the first taking 25% and then 75% of "
+            "the time; |reported - true| share of the first, mean of the two runs, pp.",
+    "threads": "three threads doing 1, 2 and 3 units of pure-Python work while the main "
+               "thread waits in join(); mean |reported - true| share of each, pp "
+               "(\"missed\": no time seen in any worker).",
+    "peak512": "the 512 MiB test (seed 000, section 6.3): one 512 MiB NumPy array of which "
+               "0%, 50% and 100% is written; worst relative error of the allocating "
+               "line's peak, %.",
+    "alloc_lines": "allocation volume of three lines: 1 MiB bytearrays, NumPy arrays, small "
+                   "bytes objects (pymalloc); mean relative error, %.",
+    "leaks": "a line that keeps every 64 KiB buffer it makes, one that frees it at once, "
+             "one that fills a cache emptied every 500 steps and at the end: is the leak "
+             "reported, and how many of the other two lines are wrongly reported.",
+    "copies": "copy volume of three lines: bytes() of a bytearray, ndarray.copy(), a "
+              "bytearray slice; mean relative error, %.",
+}
+
+
+def describe():
+    """Markdown list of the tests and their scores."""
+    return "\n".join("- **%s**: %s" % (t, DESCRIBE[t]) for t in TESTS)
 #: Which configuration of bench/run.py runs each profiler here.
 CONFIG = {"calipers": "calipers", "scalene": "scalene", "memray": "memray",
           "memray-python": "memray-python", "py-spy": "py-spy", "pyinstrument": "pyinstrument"}
@@ -287,7 +297,7 @@ def measure(command, run, repeat, tests=None, profilers=None, log=print):
                         out = os.path.join(tmp, "out")
                         try:
                             run(command(CONFIG[prof], [str(HERE / program)], tmp), None, env=env,
-                                cwd=str(HERE))
+                                cwd=str(HERE), limit=LIMIT)
                             truth = json.loads(Path(truth_path).read_text())
                             per_variant.append(SCORES[test](READERS[prof](out, program),
                                                             truth, marks))

@@ -35,11 +35,14 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -69,7 +72,7 @@ PYPERFORMANCE = {
     "sympy": ("sympy", ["integrate"]),
 }
 BENCHMARKS = list(PYPERFORMANCE) + ["alloc_heavy", "numpy_heavy"]
-QUICK = ["async_tree_none", "raytrace", "alloc_heavy", "numpy_heavy"]
+QUICK = ["raytrace", "sympy", "alloc_heavy", "numpy_heavy"]
 SUITES = ["overhead", "accuracy", "own-cost"]
 CONFIGS = {
     "overhead": ["none", "calipers-cpu", "calipers", "scalene-cpu", "scalene", "memray",
@@ -162,17 +165,39 @@ class Run:
         self.wall, self.cpu, self.maxrss, self.size = wall, cpu, maxrss, size
 
 
-def run(cmd, tmp=None, env=None, cwd=None):
-    """Run cmd to its end; tmp (the profilers' output directory) is emptied
-    first and the size of what they wrote there measured."""
+class TimedOut(RuntimeError):
+    pass
+
+
+#: A run is stopped after this many times the unprofiled run's time (at
+#: least MIN_LIMIT seconds): some peers are pathologically slow on some
+#: programs (scalene on asyncio-heavy ones), and that is a result, not a
+#: reason to wait an hour.
+LIMIT_FACTOR = 15
+MIN_LIMIT = 30.0
+
+
+def run(cmd, tmp=None, env=None, cwd=None, limit=None):
+    """Run cmd to its end, or until `limit` seconds have passed (TimedOut);
+    tmp (the profilers' output directory) is emptied first and the size of
+    what they wrote there measured."""
     if tmp:
         for f in os.listdir(tmp):
             os.unlink(os.path.join(tmp, f))
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=cwd)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=cwd,
+                                start_new_session=True)
+        timer = None
+        if limit:
+            timer = threading.Timer(limit, os.killpg, (proc.pid, signal.SIGKILL))
+            timer.start()
         _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - t0
+        if timer:
+            timer.cancel()
+            if elapsed >= limit:
+                raise TimedOut("%s timed out after %.0f s" % (cmd[0], limit))
         code = os.waitstatus_to_exitcode(status)
         if code != 0:
             err.seek(0)
@@ -188,8 +213,8 @@ def timed(cmd):
 
 def calibrate(name, seconds):
     """Loops for about `seconds` of run time: fit t(n) = start-up + n * per-loop."""
-    t1 = min(timed([venv_bin("python")] + program(name, 1)) for _ in range(2))
-    t4 = min(timed([venv_bin("python")] + program(name, 4)) for _ in range(2))
+    t1 = timed([venv_bin("python")] + program(name, 1))
+    t4 = timed([venv_bin("python")] + program(name, 4))
     per_loop = max((t4 - t1) / 3, 1e-3)
     startup = max(t1 - per_loop, 0.0)
     return max(1, math.ceil((seconds - startup) / per_loop))
@@ -246,7 +271,13 @@ def slowdown_table(results, configs, key="median", ranges=True):
         cells = []
         for c in others:
             if key not in r[c]:
-                cells.append("failed")
+                timeouts = [e for e in r[c].get("errors", []) if e.startswith("timed out")]
+                if timeouts:  # slower than the limit: counts as such in the median
+                    slow[c].append(math.inf)
+                    cells.append("> %s (timed out)" % re.search(r"\(([\d.]+×)",
+                                                                 timeouts[0]).group(1))
+                else:
+                    cells.append("failed")
                 continue
             s = r[c][key] / base
             slow[c].append(s)
@@ -257,8 +288,12 @@ def slowdown_table(results, configs, key="median", ranges=True):
                 cell += " [%d failed]" % r[c]["failed"]
             cells.append(cell)
         lines.append("| %s | %.2f | %s |" % (name, base, " | ".join(cells)))
+    def median(values):
+        m = statistics.median(values)
+        return "**> %d×**" % LIMIT_FACTOR if m == math.inf else "**%.3f×**" % m
+
     lines.append("| **median** | | " + " | ".join(
-        "**%.3f×**" % statistics.median(slow[c]) if slow[c] else "–" for c in others) + " |")
+        median(slow[c]) if slow[c] else "–" for c in others) + " |")
     return "\n".join(lines), {c: statistics.median(v) for c, v in slow.items() if v}
 
 
@@ -317,13 +352,25 @@ def measure(suite, names, configs, repeat, seconds, save):
             failures = {c: [] for c in configs}
             for _ in range(repeat):
                 for c in configs:
+                    if any(f.startswith("timed out") for f in failures[c]):
+                        continue  # once is enough
+                    limit = None
+                    if c != "none":
+                        base = statistics.median(r.wall for r in runs["none"])
+                        limit = max(LIMIT_FACTOR * base, MIN_LIMIT)
                     for attempt in range(2):
                         try:
-                            runs[c].append(run(command(c, prog, tmp), tmp))
+                            runs[c].append(run(command(c, prog, tmp), tmp, limit=limit))
                             break
                         except RuntimeError as exc:
                             if not c.startswith(PEER_PREFIXES):
                                 raise  # ours, or the program itself: a real failure
+                            if isinstance(exc, TimedOut):
+                                why = "timed out after %.0f s (%.1f× the unprofiled run)" % (
+                                    limit, limit / base)
+                                print("  %s %s" % (c, why), flush=True)
+                                failures[c].append(why)
+                                break
                             print("  %s failed: %s" % (c, str(exc).strip().splitlines()[-1]),
                                   flush=True)
                             failures[c].append(str(exc)[-300:])
@@ -432,24 +479,29 @@ def section(suite):
     return "%s\n\n%s\n" % (header(data), render(suite, data))
 
 
-def chart():
-    """docs/performance.png from the overhead results; returns the Markdown
-    that shows it, or "" without results (or without matplotlib)."""
-    path = RESULTS / "overhead.json"
+def chart(suite):
+    """docs/<suite>.png from a suite's results; returns the Markdown that
+    shows it, or "" without results (or without matplotlib)."""
+    path = RESULTS / (suite + ".json")
     try:
         import chart as drawing
     except ImportError:  # matplotlib: bench/.venv has it
         return ""
     if not path.exists():
         return ""
-    drawing.draw(json.loads(path.read_text()), ROOT / "docs" / "performance.png")
-    return "![Slowdown per benchmark and configuration](performance.png)\n\n"
+    data = json.loads(path.read_text())
+    if suite == "overhead":
+        drawing.draw(data, ROOT / "docs" / "performance.png", LIMIT_FACTOR)
+        return "![Slowdown per benchmark and configuration](performance.png)\n\n"
+    drawing.draw_accuracy(data, ROOT / "docs" / "accuracy.png", accuracy.UNITS)
+    return "![Error per test and profiler](accuracy.png)\n\n"
 
 
 def write_performance_page():
     (ROOT / "docs" / "PERFORMANCE.md").write_text(PERFORMANCE_TEMPLATE.format(
-        overhead=section("overhead"), chart=chart(), accuracy=section("accuracy"),
-        accuracy_doc=accuracy.__doc__.split("\n\n", 2)[2].strip(),
+        overhead=section("overhead"), chart=chart("overhead"), accuracy=section("accuracy"),
+        accuracy_chart=chart("accuracy"),
+        accuracy_doc=accuracy.describe(),
         own_cost=section("own-cost")))
 
 
@@ -498,10 +550,16 @@ itself (CPU time with `time.thread_time`, wall time with `perf_counter`,
 bytes from the sizes it allocates and copies); each profiler that reports
 the metric runs it, and the score is the error of what it reported (lower is
 better).  A profiler that does not report a metric is not run for it (n/a).
+CPU time is compared as shares, because the peers report percentages; memory
+and copy volumes are compared in bytes.  Each profiler's own output is read
+(calipers' and scalene's JSON, memray's capture file through its Python API,
+py-spy's collapsed stacks, pyinstrument's JSON), and time in library code is
+credited to the innermost line of the program, as each of them does in its
+own report.
 
 {accuracy_doc}
 
-{accuracy}
+{accuracy_chart}{accuracy}
 ## Own memory and profile size
 
 The allocation-heavy program run for about 10 s and 60 s.  Own memory is the
