@@ -236,7 +236,10 @@ def score_split(report, truth, marks):
 
 
 def score_cpu_shares(report, truth, key):
-    got = shares({fn: sum(report.cpu.get(fn, (0.0, 0.0))) for fn in truth[key]})
+    """A function's time includes its callees' in the program ("callees")."""
+    callees = truth.get("callees", {})
+    got = shares({fn: sum(sum(report.cpu.get(f, (0.0, 0.0))) for f in [fn] + callees.get(fn, []))
+                  for fn in truth[key]})
     want = shares(truth[key])
     if got is None:
         return None

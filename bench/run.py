@@ -211,13 +211,19 @@ def timed(cmd):
     return run(cmd).wall
 
 
-def calibrate(name, seconds):
-    """Loops for about `seconds` of run time: fit t(n) = start-up + n * per-loop."""
+def calibrate(name, seconds, refine=False):
+    """Loops for about `seconds` of run time: fit t(n) = start-up + n * per-loop;
+    `refine` runs that many once more and corrects the per-loop time (a
+    program whose loops slow down as its footprint grows, like alloc_heavy)."""
     t1 = timed([venv_bin("python")] + program(name, 1))
     t4 = timed([venv_bin("python")] + program(name, 4))
     per_loop = max((t4 - t1) / 3, 1e-3)
     startup = max(t1 - per_loop, 0.0)
-    return max(1, math.ceil((seconds - startup) / per_loop))
+    n = max(1, math.ceil((seconds - startup) / per_loop))
+    if refine and n > 4:
+        tn = timed([venv_bin("python")] + program(name, n))
+        n = max(1, round(n * (seconds - startup) / max(tn - startup, 1e-3)))
+    return n
 
 
 def machine():
@@ -343,7 +349,8 @@ def measure(suite, names, configs, repeat, seconds, save):
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         if suite == "own-cost":
-            plan = [("alloc_heavy %d s" % s, program("alloc_heavy", calibrate("alloc_heavy", s)))
+            plan = [("alloc_heavy %d s" % s,
+                     program("alloc_heavy", calibrate("alloc_heavy", s, refine=True)))
                     for s in seconds]
         else:
             plan = [(name, program(name, calibrate(name, seconds))) for name in names]
