@@ -24,7 +24,7 @@ unprofiled run takes about --seconds.
 Creates its own virtual environment (bench/.venv) with the peers from PyPI
 and calipers built from this checkout.
 
-    python3 bench/run.py                      # everything (about an hour)
+    python3 bench/run.py                      # everything (about 70 minutes on 2 cores)
     python3 bench/run.py --quick              # everything, smaller (under 10 minutes)
     python3 bench/run.py --suite accuracy --repeat 5
     python3 bench/run.py --only raytrace,go --configs calipers,py-spy
