@@ -47,22 +47,6 @@ def test_python_native_split_and_shares(run_calipers, run_plain, tmp_path):
         assert abs(have[marker] - unprofiled[marker]) <= 0.05, (marker, have, unprofiled)
 
 
-def test_python_native_split_of_alternating_phases(run_calipers):
-    """A loop alternating ~10 ms of native work (short GIL-releasing calls)
-    and ~10 ms of bytecode: the function's native share matches the one the
-    program measured.  Measured: 1-2 points low.  (Ending a delayed
-    sample's interval at its first tick instead of at the native return,
-    tried once, made it 4-7 points low: see "Transitions" in INTERNALS.)"""
-    # At 2 ms, ~1,000 samples over ~200 transitions: the share's standard
-    # error is about 1.5 points.
-    run = run_calipers(PROGRAMS / "mixed.py", TRUTH, options=["--interval", "2ms"])
-    assert run.returncode == 0, run.stderr
-    want = run.truth["native"] / run.truth["cpu"]
-    own = run.functions("mixed.py")["mixed"]["self"]
-    got = own["native_s"] / (own["native_s"] + own["python_s"])
-    assert abs(got - want) <= 0.05, (got, want, own)
-
-
 @pytest.mark.parametrize("share", [0.25, 0.5, 0.75])
 def test_function_bias(run_calipers, share):
     """Seed 000 section 6.2: a loop calling a helper vs the same work inlined."""
