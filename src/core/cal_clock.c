@@ -66,3 +66,18 @@ int cal_clock_thread_times_sigsafe(clockid_t base, cal_thread_times *out)
     out->system_ns = sys < 0 ? 0 : sys;
     return 0;
 }
+
+int cal_clock_wait_thread_gone(int tid)
+{
+    if (tid <= 0) /* unknown; and 0 would name the calling thread */
+        return 0;
+    clockid_t base = cal_clock_thread_base_for_tid(tid);
+    int64_t deadline = cal_clock_now_ns() + 50000000;
+    while (cal_clock_thread_cpu_sigsafe(base) >= 0) {
+        if (cal_clock_now_ns() >= deadline)
+            return -1;
+        struct timespec gap = {0, 20000};
+        nanosleep(&gap, NULL);
+    }
+    return 0;
+}

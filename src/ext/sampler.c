@@ -1185,6 +1185,10 @@ int calx_sampler_fork_before(void)
     threads_stop();
     E.paused_for_fork = 1;
     calx_memory_guard_leave(guard);
+    /* Joined is not yet gone: wait until the kernel no longer counts them,
+       or the fork that follows looks multi-threaded (cal_clock.h). */
+    cal_clock_wait_thread_gone(E.sampler_tid);
+    cal_clock_wait_thread_gone(calx_gilwatch_tid());
     return 0;
 }
 

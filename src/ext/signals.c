@@ -28,6 +28,8 @@
  */
 #include "signals.h" /* Python.h first */
 
+#include "cal_clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -233,6 +235,8 @@ void calx_signals_fork_before(void)
         return;
     Py_BEGIN_ALLOW_THREADS
     pthread_join(S.helper, NULL);
+    /* and until the kernel stops counting it (cal_clock.h) */
+    cal_clock_wait_thread_gone(atomic_load(&S.helper_tid));
     Py_END_ALLOW_THREADS
     S.paused = 1;
 }

@@ -618,6 +618,31 @@ static void *spin(void *arg)
     return NULL;
 }
 
+static int noted_tid;
+
+static void *note_tid(void *arg)
+{
+    noted_tid = (int)gettid();
+    return arg;
+}
+
+/* Field 20 of /proc/self/stat: the kernel's count of this process's threads. */
+static int threads_counted(void)
+{
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+    int field = 2;
+    for (; p && *p; p++)
+        if (*p == ' ' && ++field == 20)
+            return atoi(p + 1);
+    return -1;
+}
+
 static void test_clock(void)
 {
     pthread_t t;
@@ -626,9 +651,20 @@ static void test_clock(void)
     CHECK(pthread_getcpuclockid(t, &sched) == 0);
     clockid_t base = cal_clock_thread_base(sched);
     pthread_join(t, NULL);
-    /* after join the thread is gone: reads fail instead of crashing */
+    /* once the kernel has let the thread go, reads fail instead of crashing */
+    CHECK(cal_clock_wait_thread_gone(cal_clock_thread_tid(base)) == 0);
     cal_thread_times tt;
     CHECK(cal_clock_thread_times_sigsafe(base, &tt) == -1);
+    /* a thread that is still here is waited for only until the limit */
+    CHECK(cal_clock_wait_thread_gone((int)gettid()) == -1);
+    /* and after the wait the kernel no longer counts the joined thread:
+       pthread_join alone returns a moment too early, now and then */
+    for (int i = 0; i < 2000; i++) {
+        pthread_create(&t, NULL, note_tid, NULL);
+        pthread_join(t, NULL);
+        CHECK(cal_clock_wait_thread_gone(noted_tid) == 0);
+        CHECK(threads_counted() == 1);
+    }
 
     CHECK(pthread_getcpuclockid(pthread_self(), &sched) == 0);
     base = cal_clock_thread_base(sched);
