@@ -19,9 +19,9 @@ test:
 
 # Only the C core's unit tests (plain, then ASan + UBSan).
 test-c:
-	cc -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c src/core/*.c -lm -lpthread -o /tmp/calipers-test-core && /tmp/calipers-test-core
+	cc -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c src/core/*.c -lm -lpthread -ldl -o /tmp/calipers-test-core && /tmp/calipers-test-core
 test-sanitize:
-	cc -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c src/core/*.c -lm -lpthread -o /tmp/calipers-test-core-asan && /tmp/calipers-test-core-asan
+	cc -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c src/core/*.c -lm -lpthread -ldl -o /tmp/calipers-test-core-asan && /tmp/calipers-test-core-asan
 
 # Overhead, accuracy and own cost side by side with the peers (bench/README.md);
 # e.g. make bench SUITE=overhead ONLY=raytrace,docutils REPEAT=5

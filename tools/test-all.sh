@@ -45,8 +45,8 @@ run_tier() { # name, command...
 
 CC=${CC:-cc}
 core_src="src/core/*.c"
-run_tier c-core sh -c "$CC -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -o $out/test_core && $out/test_core"
-run_tier c-core-sanitize sh -c "$CC -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -o $out/test_core_asan && $out/test_core_asan"
+run_tier c-core sh -c "$CC -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -ldl -o $out/test_core && $out/test_core"
+run_tier c-core-sanitize sh -c "$CC -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -ldl -o $out/test_core_asan && $out/test_core_asan"
 
 pythons=$(tools/pythons.sh)
 [ -n "$pythons" ] || { echo "no CPython 3.9-3.13 found"; exit 1; }
@@ -56,7 +56,7 @@ shim_flags="-std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden
 run_tier shim-gcc sh -c "$CC $shim_flags $shim_src -o $out/shim-gcc.so -ldl -lpthread -lm && echo '1 passed, 0 failed'"
 if command -v clang >/dev/null 2>&1; then
     run_tier shim-clang sh -c "clang $shim_flags $shim_src -o $out/shim-clang.so -ldl -lpthread -lm && echo '1 passed, 0 failed'"
-    run_tier c-core-clang sh -c "clang -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -o $out/test_core_clang && $out/test_core_clang"
+    run_tier c-core-clang sh -c "clang -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -ldl -o $out/test_core_clang && $out/test_core_clang"
     for py in $pythons; do
         inc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
         v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')

@@ -201,6 +201,9 @@ def _install_hooks():
                         after_in_child=_after_fork)
 
 
+_GPU_MODES = {"off": 0, "auto": 1, "on": 2}
+
+
 def _start_engine():
     interval = float(_state.get("interval") or 0.01)
     alloc_mean = int(_state.get("memory_interval") or 0)
@@ -217,6 +220,9 @@ def _start_engine():
         alloc_mean=alloc_mean,
         copy_mean=4 * alloc_mean,
         threshold=max(1 << 20, 4 * alloc_mean),
+        # Only the run's first process reads the GPUs: its readings cover
+        # every process of the run.
+        gpu=0 if _is_child() else _GPU_MODES.get(_state.get("gpu") or "auto", 1),
     )
 
 

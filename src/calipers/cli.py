@@ -48,6 +48,9 @@ options (before the script; everything after it is the program's):
   --memory-interval SIZE    mean bytes between allocation samples, randomised
                             (default 256KiB; copies: 4x that); 64k, 1M, ...
   --html FILE               also write the HTML report to FILE
+  --gpu, --no-gpu           GPU utilisation and memory per line (NVIDIA, via
+                            the driver's NVML): by default when a driver is
+                            there; --gpu also says why when it cannot be
   --no-follow               profile the main process only (by default every
                             Python process it starts is profiled too, and
                             merged into one profile)
@@ -189,6 +192,7 @@ def parse_run(args):
         "no_follow": False,
         "profile_interval": 0.0,
         "off": False,
+        "gpu": "auto",
     }
     with_value = {"-o": "outfile", "--outfile": "outfile", "--interval": "interval",
                   "--memory-interval": "memory_interval", "--html": "html",
@@ -218,6 +222,8 @@ def parse_run(args):
             sys.exit(0)
         if name in flags and not eq:
             opts[flags[name]] = True
+        elif name in ("--gpu", "--no-gpu") and not eq:
+            opts["gpu"] = "on" if name == "--gpu" else "off"
         elif name in with_value:
             if not eq:
                 i += 1
@@ -407,6 +413,7 @@ def run(args):
         "argv": argv,
         "start_unix": repr(time.time()),
         "memory_interval": 0 if opts["cpu_only"] else opts["memory_interval"],
+        "gpu": opts["gpu"],
         # This process's PID is the program's (execve keeps it): the main
         # process; any other that reads this configuration is a child.
         "main_pid": os.getpid(),

@@ -25,6 +25,7 @@ struct cal_profile {
     int64_t wall_ns;
     int64_t paused_ns; /* of it, with profiling switched off */
     cal_memory memory;
+    cal_gpu_summary gpu;
 };
 
 static void *vec_push(vec *v)
@@ -60,6 +61,8 @@ cal_profile *cal_profile_new(void)
     p->processes.elem = sizeof(cal_process);
     p->leaks.elem = sizeof(cal_leak);
     p->memory.peak_line = CAL_PROFILE_NONE;
+    p->gpu.reason = p->gpu.fallback = CAL_PROFILE_NONE;
+    p->gpu.stopped_at = -1;
     if (cal_profile_process_add(p) == CAL_PROFILE_NONE) {
         free(p);
         return NULL;
@@ -310,6 +313,16 @@ cal_memory *cal_profile_memory(cal_profile *p)
 const cal_memory *cal_profile_memory_at(const cal_profile *p)
 {
     return &p->memory;
+}
+
+cal_gpu_summary *cal_profile_gpu(cal_profile *p)
+{
+    return &p->gpu;
+}
+
+const cal_gpu_summary *cal_profile_gpu_at(const cal_profile *p)
+{
+    return &p->gpu;
 }
 
 void cal_profile_add_func_total(cal_profile *p, uint32_t func, const cal_times *t)

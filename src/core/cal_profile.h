@@ -58,12 +58,22 @@ typedef struct cal_line_proc {
     int64_t alloc;    /* bytes it allocated here */
 } cal_line_proc;
 
+/* What the GPU was doing while a line ran: the GPU readings its samples
+   found (like the footprint's average and peak). */
+typedef struct cal_gpu_line {
+    double util_sum;   /* percent, summed over the samples */
+    double memory_sum; /* bytes, summed over the samples */
+    int64_t n;
+    int64_t memory_peak;
+} cal_gpu_line;
+
 typedef struct cal_line_stat {
     uint32_t file; /* string id of the path */
     int32_t line;
     uint32_t func; /* the function the line was last seen in */
     cal_times t;
     cal_mem mem;
+    cal_gpu_line gpu;
     cal_series *live_series; /* mem.live over time, or NULL */
     cal_line_proc *procs;    /* per process, or NULL: all from process 0 */
     uint32_t nprocs;
@@ -77,6 +87,7 @@ typedef struct cal_func_stat {
     cal_times total;
     cal_volume self_vol;
     cal_volume total_vol;
+    cal_gpu_line gpu; /* readings found while it was on the stack (inclusive) */
 } cal_func_stat;
 
 /* The whole program's memory (exact counters from the shim, and what the
@@ -92,6 +103,36 @@ typedef struct cal_memory {
     cal_series footprint;       /* the footprint over time */
     int leaks_settled;          /* process 0's leaks are in the leak list */
 } cal_memory;
+
+/* The run's GPUs (NVML, cal_gpu.h).  state: CAL_GPU_OFF when there was
+   nothing to sample (no NVIDIA driver, or --no-gpu); CAL_GPU_UNAVAILABLE
+   when NVML could not be used, `reason` says why; CAL_GPU_ON when sampled
+   (if an NVML error stopped it, `reason` says so and stopped_at when). */
+enum { CAL_GPU_OFF = 0, CAL_GPU_ON = 1, CAL_GPU_UNAVAILABLE = 2 };
+#define CAL_PROFILE_GPUS 16
+
+typedef struct cal_gpu_dev_stat {
+    uint32_t uuid, name; /* string ids */
+    int64_t memory_total;
+    double util_sum;     /* percent, over the readings */
+    int64_t n;
+    int64_t memory_peak; /* the run's (or the device's) highest */
+} cal_gpu_dev_stat;
+
+typedef struct cal_gpu_summary {
+    int state;
+    uint32_t reason;          /* string id, or CAL_PROFILE_NONE */
+    int64_t stopped_at;       /* ns from the start when an error stopped it, or -1 */
+    int per_process_util;     /* 1: the run's own figures; 0: the devices' */
+    int per_process_memory;
+    uint32_t fallback;        /* string id: why a figure is the device's, or NONE */
+    int ndevices;
+    cal_gpu_dev_stat dev[CAL_PROFILE_GPUS];
+    double util_sum, memory_sum; /* over the readings */
+    int64_t n;
+    int64_t memory_peak;
+    cal_series memory;        /* GPU memory over time */
+} cal_gpu_summary;
 
 typedef struct cal_thread_stat {
     uint32_t process; /* index in the profile's processes (0: this one) */
@@ -193,6 +234,8 @@ cal_series *cal_profile_line_series(cal_profile *p, uint32_t i);
 
 cal_memory *cal_profile_memory(cal_profile *p);
 const cal_memory *cal_profile_memory_at(const cal_profile *p);
+cal_gpu_summary *cal_profile_gpu(cal_profile *p);
+const cal_gpu_summary *cal_profile_gpu_at(const cal_profile *p);
 
 /* Credit `t` to the total (inclusive) time of a function. */
 void cal_profile_add_func_total(cal_profile *p, uint32_t func, const cal_times *t);

@@ -94,6 +94,19 @@ size_t cal_report_notes(const cal_profile *p, const cal_meta *m, cal_buf *out)
                        (long long)m->dropped);
         n++;
     }
+    const cal_gpu_summary *gpu = cal_profile_gpu_at(p);
+    if (gpu->reason != CAL_PROFILE_NONE) {
+        if (gpu->state == CAL_GPU_ON && gpu->stopped_at >= 0)
+            cal_buf_printf(out, "GPU sampling stopped at %.1f s: %s.\n", (double)gpu->stopped_at / 1e9,
+                           cal_profile_string_at(p, gpu->reason));
+        else
+            cal_buf_printf(out, "No GPU figures: %s.\n", cal_profile_string_at(p, gpu->reason));
+        n++;
+    }
+    if (gpu->state == CAL_GPU_ON && gpu->fallback != CAL_PROFILE_NONE) {
+        cal_buf_printf(out, "%s.\n", cal_profile_string_at(p, gpu->fallback));
+        n++;
+    }
     for (size_t i = 0; i < m->nnotes; i++) {
         cal_buf_printf(out, "%s\n", m->notes[i]);
         n++;
@@ -313,6 +326,84 @@ static void json_func_memory(cal_json *j, const cal_profile *p, const cal_func_s
     cal_json_object_begin(j);
     json_volume_fields(j, &fs->total_vol);
     cal_json_object_end(j);
+    cal_json_object_end(j);
+}
+
+/* ---- GPU ---------------------------------------------------------------- */
+
+static void json_gpu_fields(cal_json *j, const cal_gpu_line *g)
+{
+    cal_json_key(j, "utilization_avg_percent");
+    cal_json_fixed(j, g->n ? g->util_sum / (double)g->n : 0.0, 1);
+    cal_json_key(j, "memory_avg_bytes");
+    cal_json_int(j, g->n ? (int64_t)(g->memory_sum / (double)g->n) : 0);
+    cal_json_key(j, "memory_peak_bytes");
+    cal_json_int(j, g->memory_peak);
+    cal_json_key(j, "samples");
+    cal_json_int(j, g->n);
+}
+
+/* A line's or a function's "gpu": the readings its samples found, or null
+   when the GPU was not sampled. */
+static void json_gpu_object(cal_json *j, const cal_profile *p, const cal_gpu_line *g)
+{
+    cal_json_key(j, "gpu");
+    if (cal_profile_gpu_at(p)->state != CAL_GPU_ON) {
+        cal_json_null(j);
+        return;
+    }
+    cal_json_object_begin(j);
+    json_gpu_fields(j, g);
+    cal_json_object_end(j);
+}
+
+static void json_gpu_summary(cal_json *j, const cal_profile *p)
+{
+    const cal_gpu_summary *g = cal_profile_gpu_at(p);
+    cal_json_key(j, "gpu");
+    if (g->state == CAL_GPU_OFF) {
+        cal_json_null(j);
+        return;
+    }
+    cal_json_object_begin(j);
+    cal_json_key(j, "available");
+    cal_json_bool(j, g->state == CAL_GPU_ON);
+    json_string_or_null(j, "reason", g->reason != CAL_PROFILE_NONE ? cal_profile_string_at(p, g->reason) : NULL);
+    if (g->state == CAL_GPU_ON) {
+        cal_json_key(j, "stopped_at_s");
+        if (g->stopped_at >= 0)
+            cal_json_seconds(j, g->stopped_at);
+        else
+            cal_json_null(j);
+        cal_json_key(j, "utilization_source");
+        cal_json_string(j, g->per_process_util ? "process" : "device");
+        cal_json_key(j, "memory_source");
+        cal_json_string(j, g->per_process_memory ? "process" : "device");
+        json_string_or_null(j, "fallback", g->fallback != CAL_PROFILE_NONE ? cal_profile_string_at(p, g->fallback) : NULL);
+        cal_gpu_line run = {g->util_sum, g->memory_sum, g->n, g->memory_peak};
+        json_gpu_fields(j, &run);
+        cal_json_key(j, "devices");
+        cal_json_array_begin(j);
+        for (int i = 0; i < g->ndevices; i++) {
+            const cal_gpu_dev_stat *d = &g->dev[i];
+            cal_json_object_begin(j);
+            cal_json_key(j, "index");
+            cal_json_int(j, i);
+            cal_json_key(j, "uuid");
+            cal_json_string(j, cal_profile_string_at(p, d->uuid));
+            cal_json_key(j, "name");
+            cal_json_string(j, cal_profile_string_at(p, d->name));
+            cal_json_key(j, "memory_total_bytes");
+            cal_json_int(j, d->memory_total);
+            cal_json_key(j, "utilization_avg_percent");
+            cal_json_fixed(j, d->n ? d->util_sum / (double)d->n : 0.0, 1);
+            cal_json_key(j, "memory_peak_bytes");
+            cal_json_int(j, d->memory_peak);
+            cal_json_object_end(j);
+        }
+        cal_json_array_end(j);
+        json_timeline(j, "timeline", &g->memory);
+    }
     cal_json_object_end(j);
 }
 
@@ -673,6 +764,7 @@ static void json_files(cal_json *j, const cal_profile *p)
             json_times_fields(j, &ls->t);
             json_line_processes(j, p, ls);
             json_line_memory(j, p, ls);
+            json_gpu_object(j, p, &ls->gpu);
             cal_json_object_end(j);
         }
         cal_json_array_end(j);
@@ -688,6 +780,7 @@ static void json_files(cal_json *j, const cal_profile *p)
             json_times_object(j, "self", &fs->self);
             json_times_object(j, "total", &fs->total);
             json_func_memory(j, p, fs);
+            json_gpu_object(j, p, &fs->gpu);
             cal_json_object_end(j);
         }
         cal_json_array_end(j);
@@ -764,6 +857,7 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
     cal_json_key(&j, "dropped_samples");
     cal_json_int(&j, m->dropped);
     json_memory_summary(&j, p);
+    json_gpu_summary(&j, p);
     cal_json_object_end(&j);
 
     json_processes(&j, p);

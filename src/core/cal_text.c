@@ -344,6 +344,7 @@ typedef struct report {
     double time_all; /* every thread's time: the denominator of time shares */
     double alloc_all; /* bytes allocated in all */
     int memory;      /* memory was profiled */
+    int gpu;         /* the GPU was sampled */
 } report;
 
 /* A line's share of the program: the larger of its share of time and of
@@ -354,6 +355,38 @@ static double share(const report *r, times t, double alloc)
     if (r->alloc_all > 0)
         s = fmax(s, alloc / r->alloc_all);
     return s;
+}
+
+/* The GPU line of the header: utilisation, memory peak, the devices, and a
+   sparkline of GPU memory over time. */
+static void gpu_header(report *r, const cal_jv *gpu)
+{
+    if (!r->gpu)
+        return;
+    char peak[16];
+    prose_bytes(peak, sizeof peak, cal_jv_getnum(gpu, "memory_peak_bytes", 0));
+    cal_buf h;
+    cal_buf_init(&h);
+    int dev_util = strcmp(cal_jv_getstr(gpu, "utilization_source", ""), "device") == 0;
+    int dev_mem = strcmp(cal_jv_getstr(gpu, "memory_source", ""), "device") == 0;
+    cal_buf_printf(&h, "calipers: GPU utilisation %.0f%%%s on average, GPU memory peak %s%s",
+                   cal_jv_getnum(gpu, "utilization_avg_percent", 0),
+                   dev_util ? " (whole device)" : "", peak, dev_mem ? " (whole device)" : "");
+    const cal_jv *devs = cal_jv_get(gpu, "devices");
+    for (size_t i = 0; i < cal_jv_len(devs); i++) {
+        const cal_jv *d = cal_jv_at(devs, i);
+        const char *name = cal_jv_getstr(d, "name", "");
+        cal_buf_printf(&h, "%s%s", i ? ", " : "; on ", *name ? name : cal_jv_getstr(d, "uuid", "?"));
+    }
+    if (h.data)
+        add_wrapped(r->out, h.data, r->width, 10, r->tty);
+    cal_buf_free(&h);
+    int cells = r->width - 10 - 11 - 22 < 40 ? r->width - 10 - 11 - 22 : 40;
+    if (cells >= 8 && cal_jv_len(cal_jv_get(gpu, "timeline")) > 1) {
+        cal_buf_puts(r->out, "          GPU mem   ");
+        add_spark(r->out, cal_jv_get(gpu, "timeline"), r->wall, cells, r->tty);
+        cal_buf_puts(r->out, "\n");
+    }
 }
 
 static void header(report *r)
@@ -388,6 +421,7 @@ static void header(report *r)
         add_wrapped(r->out, h.data, r->width, 10, r->tty);
     cal_buf_free(&h);
 
+    gpu_header(r, cal_jv_get(sum, "gpu"));
     const cal_jv *mem = cal_jv_get(sum, "memory");
     if (!r->memory)
         return;
@@ -422,7 +456,8 @@ static void header(report *r)
 
 /* ---- the per-file tables ------------------------------------------------- */
 
-enum { C_LINE, C_TIME, C_PCT, C_SPLIT, C_KINDS, C_ALLOC, C_PYPCT, C_HELD, C_SPARK, C_COPY, NCOL };
+enum { C_LINE, C_TIME, C_PCT, C_SPLIT, C_KINDS, C_ALLOC, C_PYPCT, C_HELD, C_SPARK, C_COPY, C_GPU,
+       C_GMEM, NCOL };
 
 static const struct {
     const char *head;
@@ -430,6 +465,7 @@ static const struct {
 } COLS[NCOL] = {
     {"line", 6}, {"time", 8}, {"%", 5}, {"split", 11}, {"    py  nat  sys wait", 21},
     {"alloc", 8}, {"py%", 5},  {"held", 8}, {"timeline", 11}, {"copy/s", 8},
+    {"gpu%", 6}, {"gpumem", 8},
 };
 
 #define MIN_SOURCE 32
@@ -437,14 +473,15 @@ static const struct {
 #define SPARK_CELLS 10
 
 /* Choose the columns: memory ones only with memory, copy only if a line
-   copies; then drop the least important until the source has room. */
+   copies, GPU ones only if the GPU was sampled; then drop the least
+   important until the source has room. */
 static void choose_columns(const report *r, int any_copy, int on[NCOL])
 {
     for (int c = 0; c < NCOL; c++)
-        on[c] = c < C_ALLOC || r->memory;
+        on[c] = c < C_ALLOC || (c < C_GPU && r->memory) || (c >= C_GPU && r->gpu);
     if (!any_copy)
         on[C_COPY] = 0;
-    static const int drop[] = {C_KINDS, C_SPARK, C_COPY, C_HELD, C_PYPCT};
+    static const int drop[] = {C_KINDS, C_SPARK, C_COPY, C_HELD, C_PYPCT, C_GMEM};
     for (size_t k = 0; k < sizeof drop / sizeof *drop; k++) {
         int used = 2;
         for (int c = 0; c < NCOL; c++)
@@ -482,7 +519,7 @@ static void column_heads(report *r, const int on[NCOL], const char *last)
 
 /* The number cells of a line or function record (NULL: a context row). */
 static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv *mem,
-                  const cal_jv *timeline)
+                  const cal_jv *timeline, const cal_jv *gpu)
 {
     char a[32], b[32];
     if (on[C_LINE]) {
@@ -543,6 +580,22 @@ static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv 
         double mbs = cal_jv_getnum(mem, "copy_mb_per_s", 0);
         if (mbs >= 0.5)
             snprintf(a, sizeof a, "%.0fMB", mbs);
+        else
+            a[0] = '\0';
+        cal_buf_printf(r->out, "%8s", a);
+    }
+    int gpu_seen = cal_jv_getnum(gpu, "samples", 0) > 0;
+    if (on[C_GPU]) {
+        if (gpu_seen)
+            snprintf(a, sizeof a, "%.0f%%", cal_jv_getnum(gpu, "utilization_avg_percent", 0));
+        else
+            a[0] = '\0';
+        cal_buf_printf(r->out, "%6s", a);
+    }
+    if (on[C_GMEM]) {
+        double avg = cal_jv_getnum(gpu, "memory_avg_bytes", 0);
+        if (gpu_seen && avg > 0)
+            human_bytes(a, sizeof a, avg);
         else
             a[0] = '\0';
         cal_buf_printf(r->out, "%8s", a);
@@ -753,7 +806,7 @@ static void functions_table(report *r, const cal_jv *file, const int on_lines[NC
         for (size_t i = 0; i < k && i < MAX_FUNCS; i++) {
             const cal_jv *fn = v[i].fn;
             cells(r, on, 0, get_times(cal_jv_get(fn, "total")),
-                  cal_jv_get(cal_jv_get(fn, "memory"), "total"), NULL);
+                  cal_jv_get(cal_jv_get(fn, "memory"), "total"), NULL, cal_jv_get(fn, "gpu"));
             char label[64];
             snprintf(label, sizeof label, "  (line %.0f)", cal_jv_getnum(fn, "line", 0));
             int lw = text_width(label);
@@ -843,7 +896,7 @@ static void files_tables(report *r)
             const cal_jv *ln = find_line(file, no);
             const cal_jv *mem = cal_jv_get(ln, "memory");
             times t = ln ? get_times(ln) : (times){0, 0, 0, 0};
-            cells(r, on, no, t, mem, cal_jv_get(mem, "timeline"));
+            cells(r, on, no, t, mem, cal_jv_get(mem, "timeline"), cal_jv_get(ln, "gpu"));
             const char *text = source_text(file, no);
             text = dedent(text ? text : "", common);
             if (!ln)
@@ -995,13 +1048,15 @@ static void legend(report *r)
 
 void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out)
 {
-    report r = {root, o, out, o->width < 60 ? 60 : o->width, o->tty, NULL, 0, 0, 0, 0};
+    report r = {root, o, out, o->width < 60 ? 60 : o->width, o->tty, NULL, 0, 0, 0, 0, 0};
     const cal_jv *sum = cal_jv_get(root, "summary");
     r.cwd = cal_jv_getstr(cal_jv_get(root, "program"), "cwd", NULL);
     r.wall = cal_jv_getnum(sum, "wall_s", 0);
     r.time_all = t_all(get_times(sum));
     const cal_jv *mem = cal_jv_get(sum, "memory");
     r.memory = cal_jv_is(mem, CAL_JOBJ);
+    const cal_jv *gpu = cal_jv_get(sum, "gpu");
+    r.gpu = cal_jv_is(gpu, CAL_JOBJ) && cal_jv_bool(cal_jv_get(gpu, "available"), 0);
     r.alloc_all = r.memory ? cal_jv_getnum(mem, "allocated_python_bytes", 0) +
                                  cal_jv_getnum(mem, "allocated_native_bytes", 0)
                            : 0;

@@ -13,6 +13,7 @@
 #include "cal_report.h"
 #include "cal_view.h"
 #include "codeinfo.h"
+#include "gpu.h"
 #include "memory.h"
 #include "sampler.h"
 #include "signals.h"
@@ -70,29 +71,36 @@ static char *opt_strdup(const char *s)
 
 PyDoc_STRVAR(start_doc,
 "start(interval, profile_all, only, exclude, library, self_dir, cwd,\n"
-"      alloc_mean=0, copy_mean=0, threshold=0, since=0)\n\n"
+"      alloc_mean=0, copy_mean=0, threshold=0, since=0, gpu=0)\n\n"
 "Start the CPU sampler.  interval is the mean sampling interval in seconds.\n"
 "since: the profile's clock starts that many seconds ago (a program that\n"
 "the profiled main process exec'd goes on with its clock).\n"
 "With alloc_mean > 0 (bytes between allocation samples) also profile\n"
-"memory, if the shim is loaded.  Returns whether memory is profiled.");
+"memory, if the shim is loaded.  gpu: 0 off, 1 if an NVIDIA driver is\n"
+"there, 2 on (saying why not if it cannot be).  Returns whether memory\n"
+"is profiled.");
 
 static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"interval", "profile_all", "only", "exclude", "library",
                              "self_dir", "cwd", "alloc_mean", "copy_mean", "threshold", "since",
-                             NULL};
+                             "gpu", NULL};
     double interval;
     int profile_all = 0;
     PyObject *only = NULL, *exclude = NULL, *library = NULL;
     const char *self_dir = NULL, *cwd = NULL;
     long long alloc_mean = 0, copy_mean = 0, threshold = 0;
     double since = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "d|pOOOzzLLLd", kwlist, &interval, &profile_all,
+    int gpu = CALX_GPU_OFF;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "d|pOOOzzLLLdi", kwlist, &interval, &profile_all,
                                      &only, &exclude, &library, &self_dir, &cwd, &alloc_mean,
-                                     &copy_mean, &threshold, &since))
+                                     &copy_mean, &threshold, &since, &gpu))
         return NULL;
+    if (gpu < CALX_GPU_OFF || gpu > CALX_GPU_ON) {
+        PyErr_SetString(PyExc_ValueError, "gpu must be 0 (off), 1 (auto) or 2 (on)");
+        return NULL;
+    }
     if (alloc_mean < 0 || copy_mean < 0 || threshold < 0) {
         PyErr_SetString(PyExc_ValueError, "sampling sizes must not be negative");
         return NULL;
@@ -111,7 +119,7 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     f.self_dir = opt_strdup(self_dir);
     f.cwd = opt_strdup(cwd);
     int guard = calx_memory_guard_enter();
-    int rc = calx_sampler_start((int64_t)(interval * 1e9), &f);
+    int rc = calx_sampler_start((int64_t)(interval * 1e9), gpu, &f);
     calx_filter_free(&f); /* empty if the sampler took it */
     calx_memory_guard_leave(guard);
     if (rc != 0)

@@ -58,6 +58,7 @@
 #include "cal_clock.h"
 #include "cal_rand.h"
 #include "gilwatch.h"
+#include "gpu.h"
 #include "memory.h"
 #include "pyinternals.h"
 #include "signals.h"
@@ -77,6 +78,7 @@
 #define SERVICE_NS 50000     /* a service needing more main-thread CPU is "delayed" */
 #define TAKEOVER_NS 1000000  /* how long to wait for the main thread */
 #define MIN_WATCHED_NS 2000000 /* CPU watched before a thread's split is updated */
+#define GPU_PERIOD_NS 50000000 /* at most one NVML reading per 50 ms */
 
 typedef struct calx_thread {
     unsigned long ident;
@@ -165,6 +167,7 @@ typedef struct engine {
     unsigned long main_ident;
     clockid_t main_clock;
     int64_t interval_ns;
+    int gpu_mode;      /* CALX_GPU_*: only the run's first process polls */
     pid_t pid;
     pthread_t thread;
     int thread_started;
@@ -463,6 +466,35 @@ static void cpu_delta(const cal_thread_times *now, int64_t *last_cpu, int64_t *l
    profiled).  GIL. */
 static int64_t pass_footprint = -1;
 
+/* The latest GPU reading when the current pass began, or NULL.  GIL. */
+static const cal_gpu_reading *pass_gpu;
+
+static void gpu_add(cal_gpu_line *g, const cal_gpu_reading *r)
+{
+    g->util_sum += r->util;
+    g->memory_sum += (double)r->memory;
+    g->n++;
+    if (r->memory > g->memory_peak)
+        g->memory_peak = r->memory;
+}
+
+/* The GPU reading a sample found running: to its line, and to every
+   function on the stack. */
+static void observe_gpu(const pass_entry *pe)
+{
+    if (!pass_gpu || pe->file == CAL_PROFILE_NONE)
+        return;
+    uint32_t li = cal_profile_line(E.profile, pe->file, pe->line, pe->func);
+    cal_line_stat *ls = cal_profile_line_mut(E.profile, li);
+    if (ls)
+        gpu_add(&ls->gpu, pass_gpu);
+    for (size_t k = 0; k < pe->nfuncs; k++) {
+        cal_func_stat *fs = cal_profile_func_mut(E.profile, E.pass_funcs[pe->funcs_at + k]);
+        if (fs)
+            gpu_add(&fs->gpu, pass_gpu);
+    }
+}
+
 /* The footprint a sample found a line running at: its average and peak. */
 static void observe_footprint(const pass_entry *pe)
 {
@@ -511,8 +543,10 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     }
     for (size_t k = 0; k < pe->nfuncs; k++)
         cal_profile_add_func_total(E.profile, E.pass_funcs[pe->funcs_at + k], &t);
-    if (samples)
+    if (samples) {
         observe_footprint(pe);
+        observe_gpu(pe);
+    }
 }
 
 #define CHAIN_FUNCS 64
@@ -688,11 +722,11 @@ static void sample_native_threads(const pass_entry *main)
         return;
     for (size_t i = 0; i < E.nnatives; i++)
         E.natives[i].seen = 0;
-    int watcher = calx_gilwatch_tid();
+    int watcher = calx_gilwatch_tid(), poller = calx_gpu_tid();
     struct dirent *de;
     while ((de = readdir(dir)) != NULL) {
         int tid = atoi(de->d_name);
-        if (tid <= 0 || tid == E.sampler_tid || tid == watcher || is_python_tid(tid) ||
+        if (tid <= 0 || tid == E.sampler_tid || tid == watcher || tid == poller || is_python_tid(tid) ||
             calx_signals_is_helper(0, tid))
             continue;
         int is_new;
@@ -741,6 +775,7 @@ static void sample_pass(enum pass_kind kind, int main_native)
     E.in_pass = 1;
     E.nloops = 0;
     pass_footprint = calx_memory_pass();
+    pass_gpu = calx_gpu_pass(E.profile, E.start_wall);
     int64_t wall = cal_clock_now_ns();
     size_t n = 0;
     E.pass_nfuncs = 0;
@@ -941,6 +976,7 @@ static void *sampler_main(void *arg)
             ;
         if (atomic_load(&E.stopping))
             break;
+        calx_gpu_tick(cal_clock_now_ns());
 
         if (!atomic_load(&E.call_queued)) {
             /* The delay is measured from the end of the poke: the first
@@ -1006,6 +1042,7 @@ static void after_fork_child(void)
     calx_gilwatch_reset();
     calx_memory_after_fork_child();
     calx_signals_after_fork_child();
+    calx_gpu_after_fork_child();
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     E.mu = fresh;
     pthread_cond_init(&E.cv, NULL);
@@ -1044,6 +1081,8 @@ static int threads_start(void)
         return -1;
     }
     E.thread_started = 1;
+    if (calx_gpu_start(E.gpu_mode, GPU_PERIOD_NS > E.interval_ns ? GPU_PERIOD_NS : E.interval_ns) != 0)
+        E.gpu_mode = CALX_GPU_OFF; /* no poller thread: no GPU columns, the run goes on */
     return 0;
 }
 
@@ -1060,6 +1099,7 @@ static void threads_stop(void)
     Py_BEGIN_ALLOW_THREADS
     pthread_join(E.thread, NULL);
     calx_gilwatch_stop();
+    calx_gpu_pause();
     Py_END_ALLOW_THREADS
     E.thread_started = 0;
 }
@@ -1109,7 +1149,7 @@ static int engine_start(void)
     return threads_start();
 }
 
-int calx_sampler_start(int64_t interval_ns, calx_filter *filter)
+int calx_sampler_start(int64_t interval_ns, int gpu_mode, calx_filter *filter)
 {
     if (atomic_load(&E.active)) {
         PyErr_SetString(PyExc_RuntimeError, "calipers is already profiling");
@@ -1124,6 +1164,7 @@ int calx_sampler_start(int64_t interval_ns, calx_filter *filter)
     E.filter = *filter;
     memset(filter, 0, sizeof(*filter));
     E.interval_ns = interval_ns;
+    E.gpu_mode = gpu_mode;
     cal_profile_free(E.profile);
     E.profile = NULL;
     return engine_start();
@@ -1138,6 +1179,7 @@ int calx_sampler_restart_in_child(void)
     /* The parent's profile, code cache and threads stay with the parent,
        and so do its periodic writes. */
     Py_CLEAR(E.periodic);
+    E.gpu_mode = CALX_GPU_OFF; /* the parent's poller counts this process too */
     free(E.request_path);
     E.request_path = NULL;
     E.periodic_ns = 0;
@@ -1164,6 +1206,7 @@ int calx_sampler_stop(void)
     if (atomic_load(&E.active)) {
         calx_memory_stop();
         sample_pass(PASS_FINAL, 0);
+        calx_gpu_close();
         cal_profile_set_wall(E.profile, cal_clock_now_ns() - E.start_wall);
         cal_profile_set_paused(E.profile, calx_sampler_paused_ns());
         atomic_store(&E.active, 0);

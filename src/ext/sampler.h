@@ -16,10 +16,11 @@
 #include "codeinfo.h"
 #include "pyinternals.h"
 
-/* Start sampling every `interval_ns` on average.  Takes ownership of the
-   filter.  Caller holds the GIL (and is the main thread).  On success return
-   0; on error set an exception and return -1. */
-int calx_sampler_start(int64_t interval_ns, calx_filter *filter_steal);
+/* Start sampling every `interval_ns` on average, and the GPU poller in
+   gpu_mode (CALX_GPU_*, gpu.h).  Takes ownership of the filter.  Caller
+   holds the GIL (and is the main thread).  On success return 0; on error
+   set an exception and return -1. */
+int calx_sampler_start(int64_t interval_ns, int gpu_mode, calx_filter *filter_steal);
 
 /* Stop the sampler thread and take a last sample of every thread.  Caller
    holds the GIL.  Safe to call twice.  Returns 0, or -1 with an exception. */
