@@ -7,6 +7,7 @@ Marked `browser`: tools/test-all.sh runs these once (the html tier), not on
 every CPython, since the page does not depend on the interpreter."""
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import validate
+import fake_nvml
+from conftest import line_of, validate
 
 pytestmark = pytest.mark.browser
 
@@ -186,3 +188,173 @@ def test_processes_table(browser, tmp_path, run_calipers):
     text = view.page.inner_text("#processes")
     assert "main" in text and "fork of %d" % run.profile["processes"][0]["pid"] in text
     assert "procs.py pool fork" in text
+
+
+# ---- GPU figures (the fake NVML stands in for the driver) ----
+
+GPU_PROGRAM = HERE / "programs" / "gpu.py"
+GB = 1_000_000_000
+
+
+@pytest.fixture(scope="module")
+def nvml_lib(tmp_path_factory):
+    return fake_nvml.build(tmp_path_factory.mktemp("nvml"))
+
+
+@pytest.fixture(scope="module")
+def nvml_lib_device_only(tmp_path_factory):
+    """A fake NVML without the per-process functions: device-wide figures."""
+    return fake_nvml.build(tmp_path_factory.mktemp("nvml-device"), omit=(
+        "nvmlDeviceGetProcessUtilization", "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetComputeRunningProcesses_v2", "nvmlDeviceGetComputeRunningProcesses"))
+
+
+def shown_bytes(b):
+    """The viewer's bytes(): decimal units, one decimal place above bytes."""
+    units, i = ["B", "KB", "MB", "GB", "TB"], 0
+    while abs(b) >= 999.95 and i < len(units) - 1:
+        b, i = b / 1000, i + 1
+    return ("%.1f" if i else "%.0f") % b + " " + units[i]
+
+
+def shown_pct(p):
+    """The viewer's GPU percentage (JavaScript's toFixed(0) rounds halves up)."""
+    return "<1%" if 0 < p < 0.5 else "%d%%" % math.floor(p + 0.5)
+
+
+def cells(table, column):
+    """{first cell's text: the text under `column`} for a table's rows."""
+    heads = table.locator("thead th").all_inner_texts()
+    n = heads.index(column) + 1
+    rows = table.locator("tbody tr:not(.gap)")
+    return dict(zip(rows.locator("td:nth-child(1)").all_inner_texts(),
+                    rows.locator("td:nth-child(%d)" % n).all_inner_texts()))
+
+
+def test_gpu_figures_in_header_chart_and_tables(browser, tmp_path, run_calipers, nvml_lib):
+    """The program sets 80% and 3 GB, then spins on the `heavy` line; then
+    20% and 0.5 GB on the `light` one: the page shows those figures."""
+    html = tmp_path / "gpu.html"
+    run = run_calipers(GPU_PROGRAM, options=["--html", str(html)], env=fake_nvml.env(nvml_lib))
+    assert run.returncode == 0, run.stderr
+    gpu = run.profile["summary"]["gpu"]
+    assert gpu["available"] and gpu["utilization_source"] == gpu["memory_source"] == "process"
+    assert gpu["memory_peak_bytes"] == 3 * GB
+    lines = run.lines("gpu.py")
+    heavy = lines[line_of(GPU_PROGRAM, "heavy")]["gpu"]
+    light = lines[line_of(GPU_PROGRAM, "light")]["gpu"]
+    assert 75 <= heavy["utilization_avg_percent"] <= 80 and heavy["samples"] > 0
+    assert 2.8 * GB <= heavy["memory_avg_bytes"] <= 3 * GB == heavy["memory_peak_bytes"]
+    assert 15 <= light["utilization_avg_percent"] <= 25
+    assert 0.4 * GB <= light["memory_avg_bytes"] <= 0.5 * GB == light["memory_peak_bytes"]
+
+    view = Page(browser, html, tmp_path / "gpu.png")
+    view.clean()
+    page = view.page
+    # The header: average utilisation, memory peak, the device; all the run's own.
+    util = page.inner_text("#gpu-util")
+    assert shown_pct(gpu["utilization_avg_percent"]) in util and "GPU utilisation" in util
+    assert page.inner_text("#gpu-memory").split("\n")[0] == "3.0 GB"
+    assert "Fake GPU 0" in page.inner_text("#gpu-devices")
+    assert "device-wide" not in page.inner_text("#facts")
+    assert "GPU-fake0000" in page.get_attribute("#gpu-devices", "title")
+    # The GPU memory chart, beside the memory one, its peak marked.
+    assert page.locator("#memory-chart").count() == 1
+    assert page.locator("#gpu-chart path.curve").count() == 1
+    assert "GPU memory" in page.locator("#timeline h2").all_inner_texts()
+    page.hover("#gpu-peak-marker")
+    assert page.inner_text("#tip").startswith("GPU memory peak 3.0 GB at ")
+    # The line table: gpu% and gpu mem, as set while each line ran.
+    table = page.locator("details.file table").first
+    pcts, mems = cells(table, "gpu%"), cells(table, "gpu mem")
+    h, l = str(line_of(GPU_PROGRAM, "heavy")), str(line_of(GPU_PROGRAM, "light"))
+    assert pcts[h] == shown_pct(heavy["utilization_avg_percent"]) and pcts[h] in ("79%", "80%")
+    assert mems[h] == shown_bytes(heavy["memory_avg_bytes"])
+    assert pcts[l] == shown_pct(light["utilization_avg_percent"])
+    assert mems[l] == shown_bytes(light["memory_avg_bytes"])
+    # Lines without GPU readings (the source around the profiled lines) are blank.
+    ctx = table.locator("tbody tr.ctx")
+    assert ctx.count() > 0
+    for n in range(ctx.count()):
+        texts = ctx.nth(n).locator("td").all_inner_texts()
+        heads = table.locator("thead th").all_inner_texts()
+        assert texts[heads.index("gpu%")] == texts[heads.index("gpu mem")] == ""
+    # The peak is in the column's title and in the cell's tooltip.
+    assert "peak" in table.locator("th", has_text="gpu mem").get_attribute("title")
+    table.locator("tbody tr:not(.gap)").nth(list(pcts).index(h)).locator(".gpu-mem").hover()
+    tip = page.inner_text("#tip")
+    assert "peak 3.0 GB" in tip and "average " + mems[h] in tip
+    # Sortable: the heaviest GPU line first, then the least.
+    table.locator("th", has_text="gpu%").click()
+    assert table.locator("tbody tr td:nth-child(1)").all_inner_texts()[0] == h
+    table.locator("th", has_text="gpu mem").click()
+    assert table.locator("tbody tr td:nth-child(1)").all_inner_texts()[0] == h
+    # The function table has the same two columns, inclusive.
+    fns = page.locator("#functions table")
+    fpcts, fmems = cells(fns, "gpu%"), cells(fns, "gpu mem")
+    fn = run.functions("gpu.py")
+    assert fpcts["heavy"] == shown_pct(fn["heavy"]["gpu"]["utilization_avg_percent"]) in ("79%", "80%")
+    assert fmems["light"] == shown_bytes(fn["light"]["gpu"]["memory_avg_bytes"])
+    assert fmems["<module>"] == shown_bytes(fn["<module>"]["gpu"]["memory_avg_bytes"])
+    fns.locator("th", has_text="gpu%").click()
+    assert fns.locator("tbody tr td:nth-child(1)").all_inner_texts()[0] == "heavy"
+    page.click("#theme")
+    page.screenshot(path=str(tmp_path / "gpu-dark.png"), full_page=True)
+
+
+def test_gpu_device_wide_figures_say_so(browser, tmp_path, run_calipers, nvml_lib_device_only):
+    """Without NVML's per-process functions the figures are the device's:
+    the header and the chart say so, with the profile's reason as a title."""
+    html = tmp_path / "gpu-device.html"
+    run = run_calipers(GPU_PROGRAM, options=["--html", str(html)],
+                       env=fake_nvml.env(nvml_lib_device_only))
+    assert run.returncode == 0, run.stderr
+    gpu = run.profile["summary"]["gpu"]
+    assert gpu["available"] and gpu["memory_source"] == "device" and gpu["fallback"]
+    view = Page(browser, html, tmp_path / "gpu-device.png")
+    view.clean()
+    page = view.page
+    assert "GPU memory peak (device-wide)" in page.inner_text("#gpu-memory")
+    assert page.get_attribute("#gpu-memory", "title") == gpu["fallback"]
+    assert "GPU memory (device-wide)" in page.locator("#timeline h2").all_inner_texts()
+    heavy = run.lines("gpu.py")[line_of(GPU_PROGRAM, "heavy")]["gpu"]
+    table = page.locator("details.file table").first
+    assert cells(table, "gpu mem")[str(line_of(GPU_PROGRAM, "heavy"))] == \
+        shown_bytes(heavy["memory_avg_bytes"])
+    assert "device-wide" in table.locator("th", has_text="gpu mem").get_attribute("title")
+    # The fallback is in the notes once (the profile's own note).
+    assert page.inner_text("#notes").count(gpu["fallback"]) == 1
+
+
+def test_no_gpu_columns_without_gpu_figures(browser, tmp_path, run_calipers, nvml_lib):
+    """--no-gpu (summary.gpu null): nothing about the GPU.  NVML failing
+    (available false): nothing but the reason, once, in the notes."""
+    off_html = tmp_path / "no-gpu.html"
+    off = run_calipers(GPU_PROGRAM, options=["--html", str(off_html), "--no-gpu"],
+                       env=fake_nvml.env(nvml_lib))
+    assert off.returncode == 0, off.stderr
+    assert off.profile["summary"]["gpu"] is None
+    view = Page(browser, off_html, tmp_path / "no-gpu.png")
+    view.clean()
+    page = view.page
+    headers = page.locator("table th").all_inner_texts()
+    assert "time" in headers and "allocated" in headers
+    assert not [h for h in headers if "gpu" in h.lower()]
+    for part in ("#facts", "#notes", "#timeline", "#functions"):
+        assert "GPU" not in page.inner_text(part)
+    assert page.locator("#gpu-chart, #gpu-util, #gpu-memory, #gpu-devices").count() == 0
+    assert page.locator("#memory-chart").count() == 1
+
+    failed_html = tmp_path / "gpu-failed.html"
+    failed = run_calipers(GPU_PROGRAM, options=["--html", str(failed_html), "--gpu"],
+                          env=fake_nvml.env(nvml_lib, fail="nvmlInit_v2=9"))
+    assert failed.returncode == 0, failed.stderr
+    gpu = failed.profile["summary"]["gpu"]
+    assert gpu == {"available": False, "reason": gpu["reason"]} and "Driver Not Loaded" in gpu["reason"]
+    view = Page(browser, failed_html, tmp_path / "gpu-failed.png")
+    view.clean()
+    page = view.page
+    assert not [h for h in page.locator("table th").all_inner_texts() if "gpu" in h.lower()]
+    assert page.locator("#gpu-chart, #gpu-util, #gpu-memory, #gpu-devices").count() == 0
+    assert page.inner_text("body").count(gpu["reason"]) == 1
+    assert gpu["reason"] in page.inner_text("#notes")

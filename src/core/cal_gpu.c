@@ -11,8 +11,9 @@
  * per-process samples newer than a timestamp we keep per device.  The
  * driver samples every 1/6 s to 1 s depending on the product, and lists
  * only processes that were active, so a reading with no new sample of ours
- * holds the last value for one and a half of the driver's periods (measured
- * between our samples' timestamps; HOLD_NS until known), then reads 0: a
+ * holds the last value for one and a half of the driver's periods (the
+ * shortest gap seen between two of our samples; HOLD_NS until known: a
+ * longer gap may span an idle spell), then reads 0: a
  * process that went idle reads idle within a period, and one that stays
  * busy is not read as idle between the driver's samples.
  *
@@ -87,7 +88,7 @@ struct cal_gpu {
     nv_ret (*process_util)(nv_device, nv_proc_util *, unsigned *, unsigned long long);
 
     int per_process_util, per_process_memory;
-    char fallback[200];
+    char fallback[400];
     int initial_pid_ns; /* in the initial PID namespace: NVML's pids are ours */
     pid_t pid;
 
@@ -141,13 +142,16 @@ static int in_initial_pid_namespace(void)
     return strcmp(link, "pid:[4026531836]") == 0; /* PROC_PID_INIT_INO */
 }
 
+/* One figure goes over to the whole device; the reasons add up. */
 static void fall_back(cal_gpu *g, int *flag, const char *why)
 {
     if (!*flag)
         return;
     *flag = 0;
-    if (!g->fallback[0])
-        snprintf(g->fallback, sizeof g->fallback, "%s", why);
+    size_t len = strlen(g->fallback);
+    if (!why[0] || strstr(g->fallback, why))
+        return;
+    snprintf(g->fallback + len, sizeof g->fallback - len, "%s%s", len ? "; " : "", why);
 }
 
 cal_gpu *cal_gpu_open(const char *lib, char *err, size_t cap)
@@ -212,16 +216,15 @@ cal_gpu *cal_gpu_open(const char *lib, char *err, size_t cap)
         free(g);
         return NULL;
     }
-    g->per_process_memory = g->processes != NULL;
-    g->per_process_util = g->process_util != NULL;
-    if (!g->per_process_memory)
-        snprintf(g->fallback, sizeof g->fallback,
-                 "GPU memory is the whole device's: this NVML lacks nvmlDeviceGetComputeRunningProcesses");
-    else if (!g->per_process_util)
-        snprintf(g->fallback, sizeof g->fallback,
-                 "GPU utilisation is the whole device's: this NVML lacks nvmlDeviceGetProcessUtilization");
-    if (!g->memory_info && !g->per_process_memory)
-        g->fallback[0] = 0;
+    g->per_process_memory = g->per_process_util = 1;
+    if (!g->processes)
+        fall_back(g, &g->per_process_memory,
+                  "GPU memory is the whole device's: this NVML lacks "
+                  "nvmlDeviceGetComputeRunningProcesses");
+    if (!g->process_util)
+        fall_back(g, &g->per_process_util,
+                  "GPU utilisation is the whole device's: this NVML lacks "
+                  "nvmlDeviceGetProcessUtilization");
 
     nv_ret rc = init();
     if (rc != NV_SUCCESS) {
@@ -440,7 +443,8 @@ static int read_process_util(cal_gpu *g, int i, int64_t now, double *mine, nv_re
     if (any) {
         if (d->ours_ts && newest > d->ours_ts) {
             int64_t period = (int64_t)(newest - d->ours_ts) * 1000;
-            if (period >= 10000000 && period <= 2000000000) /* 10 ms to 2 s: plausible */
+            if (period >= 10000000 && period <= 2000000000 && /* 10 ms to 2 s: plausible */
+                (!d->hold_ns || period + period / 2 < d->hold_ns))
                 d->hold_ns = period + period / 2;
         }
         d->ours_ts = newest;

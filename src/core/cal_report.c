@@ -331,7 +331,9 @@ static void json_func_memory(cal_json *j, const cal_profile *p, const cal_func_s
 
 /* ---- GPU ---------------------------------------------------------------- */
 
-static void json_gpu_fields(cal_json *j, const cal_gpu_line *g)
+/* `count` names g->n: "samples" (a line's or function's CPU samples that
+   found a reading) or "readings" (the run's NVML readings). */
+static void json_gpu_fields(cal_json *j, const cal_gpu_line *g, const char *count)
 {
     cal_json_key(j, "utilization_avg_percent");
     cal_json_fixed(j, g->n ? g->util_sum / (double)g->n : 0.0, 1);
@@ -339,7 +341,7 @@ static void json_gpu_fields(cal_json *j, const cal_gpu_line *g)
     cal_json_int(j, g->n ? (int64_t)(g->memory_sum / (double)g->n) : 0);
     cal_json_key(j, "memory_peak_bytes");
     cal_json_int(j, g->memory_peak);
-    cal_json_key(j, "samples");
+    cal_json_key(j, count);
     cal_json_int(j, g->n);
 }
 
@@ -353,7 +355,7 @@ static void json_gpu_object(cal_json *j, const cal_profile *p, const cal_gpu_lin
         return;
     }
     cal_json_object_begin(j);
-    json_gpu_fields(j, g);
+    json_gpu_fields(j, g, "samples");
     cal_json_object_end(j);
 }
 
@@ -381,7 +383,7 @@ static void json_gpu_summary(cal_json *j, const cal_profile *p)
         cal_json_string(j, g->per_process_memory ? "process" : "device");
         json_string_or_null(j, "fallback", g->fallback != CAL_PROFILE_NONE ? cal_profile_string_at(p, g->fallback) : NULL);
         cal_gpu_line run = {g->util_sum, g->memory_sum, g->n, g->memory_peak};
-        json_gpu_fields(j, &run);
+        json_gpu_fields(j, &run, "readings");
         cal_json_key(j, "devices");
         cal_json_array_begin(j);
         for (int i = 0; i < g->ndevices; i++) {

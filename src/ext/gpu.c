@@ -40,7 +40,7 @@ static struct {
     unsigned state_seq; /* bumped when state, devices or fallback change */
     int state;          /* CAL_GPU_OFF, _ON or _UNAVAILABLE */
     char reason[256];
-    char fallback[200];
+    char fallback[400];
     int per_process_util, per_process_memory;
     int ndevices;
     cal_gpu_device dev[CAL_GPU_MAX_DEVICES];
