@@ -9,6 +9,7 @@
 #include "cal_bsamp.h"
 #include "cal_buf.h"
 #include "cal_clock.h"
+#include "cal_gpu.h"
 #include "cal_json.h"
 #include "cal_jsonr.h"
 #include "cal_map.h"
@@ -643,6 +644,50 @@ static int threads_counted(void)
     return -1;
 }
 
+/* Process-info entries as drivers write them: 24 bytes (pid, memory, two
+   MIG ids) or, from a header some drivers shipped, 32 (one more field). */
+static void put_entry(unsigned char *e, uint32_t pid, uint64_t mem, size_t stride)
+{
+    uint32_t none = 0xFFFFFFFFu;
+    uint64_t zero = 0;
+    memcpy(e, &pid, 4);
+    memset(e + 4, 0, 4);
+    memcpy(e + 8, &mem, 8);
+    memcpy(e + 16, &none, 4);
+    memcpy(e + 20, &none, 4);
+    if (stride == 32)
+        memcpy(e + 24, &zero, 8);
+}
+
+static void test_gpu_entries(void)
+{
+    /* The reader tries 24 first, 32 only when 24 reads nonsense. */
+    unsigned char buf[4 * 32];
+    memset(buf, 0, sizeof buf);
+    for (int k = 0; k < 3; k++)
+        put_entry(buf + k * 24, 100 + k, (uint64_t)(k + 1) << 30, 24);
+    CHECK(cal_gpu_entries_plausible(buf, 3, 24));
+    memset(buf, 0, sizeof buf);
+    for (int k = 0; k < 3; k++)
+        put_entry(buf + k * 32, 100 + k, (uint64_t)(k + 1) << 30, 32);
+    CHECK(!cal_gpu_entries_plausible(buf, 3, 24)); /* entry 1 at 24 reads pid 0 */
+    CHECK(cal_gpu_entries_plausible(buf, 3, 32));
+    CHECK(cal_gpu_entries_plausible(buf, 1, 24)); /* one entry: both read alike */
+    CHECK(cal_gpu_entries_plausible(buf, 0, 24));
+    /* MIG ids are small when set */
+    put_entry(buf, 7, 1, 24);
+    uint32_t gi = 3;
+    memcpy(buf + 16, &gi, 4);
+    CHECK(cal_gpu_entries_plausible(buf, 1, 24));
+    gi = 12345;
+    memcpy(buf + 16, &gi, 4);
+    CHECK(!cal_gpu_entries_plausible(buf, 1, 24));
+    /* no NVML here: nothing to say */
+    char err[128] = "x";
+    CHECK(cal_gpu_open("libcalipers-no-such-nvml.so.1", err, sizeof err) == NULL);
+    CHECK(err[0] == 0);
+}
+
 static void test_clock(void)
 {
     pthread_t t;
@@ -789,6 +834,7 @@ int main(void)
     test_notes();
     test_rand();
     test_clock();
+    test_gpu_entries();
     test_buf_write();
     test_bsamp();
     test_series();
