@@ -357,6 +357,19 @@ static double share(const report *r, times t, double alloc)
     return s;
 }
 
+/* A header row under the summary: a label, a sparkline of `timeline` over
+   the run (at most 40 cells, none on a narrow terminal) and a tail. */
+static void spark_row(report *r, const char *label, const cal_jv *timeline, const char *tail)
+{
+    int cells = r->width - 10 - 11 - 22 < 40 ? r->width - 10 - 11 - 22 : 40;
+    if (cells < 8 || cal_jv_len(timeline) <= 1)
+        return;
+    cal_buf_printf(r->out, "          %-10s", label);
+    add_spark(r->out, timeline, r->wall, cells, r->tty);
+    add_text(r->out, tail, 48, r->tty);
+    cal_buf_puts(r->out, "\n");
+}
+
 /* The GPU line of the header: utilisation, memory peak, the devices, and a
    sparkline of GPU memory over time. */
 static void gpu_header(report *r, const cal_jv *gpu)
@@ -381,12 +394,7 @@ static void gpu_header(report *r, const cal_jv *gpu)
     if (h.data)
         add_wrapped(r->out, h.data, r->width, 10, r->tty);
     cal_buf_free(&h);
-    int cells = r->width - 10 - 11 - 22 < 40 ? r->width - 10 - 11 - 22 : 40;
-    if (cells >= 8 && cal_jv_len(cal_jv_get(gpu, "timeline")) > 1) {
-        cal_buf_puts(r->out, "          GPU mem   ");
-        add_spark(r->out, cal_jv_get(gpu, "timeline"), r->wall, cells, r->tty);
-        cal_buf_puts(r->out, "\n");
-    }
+    spark_row(r, "GPU mem", cal_jv_get(gpu, "timeline"), "");
 }
 
 static void header(report *r)
@@ -443,15 +451,9 @@ static void header(report *r)
     if (h.data)
         add_wrapped(r->out, h.data, r->width, 10, r->tty);
     cal_buf_free(&h);
-    int cells = r->width - 10 - 11 - 22 < 40 ? r->width - 10 - 11 - 22 : 40;
-    if (cells >= 8 && cal_jv_len(cal_jv_get(mem, "timeline")) > 1) {
-        cal_buf_puts(r->out, "          footprint ");
-        add_spark(r->out, cal_jv_get(mem, "timeline"), r->wall, cells, r->tty);
-        char tail[48];
-        snprintf(tail, sizeof tail, " growth %s/s", growth);
-        add_text(r->out, tail, (int)sizeof tail, r->tty);
-        cal_buf_puts(r->out, "\n");
-    }
+    char tail[48];
+    snprintf(tail, sizeof tail, " growth %s/s", growth);
+    spark_row(r, "footprint", cal_jv_get(mem, "timeline"), tail);
 }
 
 /* ---- the per-file tables ------------------------------------------------- */

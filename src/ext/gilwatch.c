@@ -4,10 +4,10 @@
 
 #include "cal_clock.h"
 #include "pyinternals.h"
+#include "signals.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -119,11 +119,7 @@ int calx_gilwatch_start(PyInterpreterState *interp)
 {
     W.interp = interp;
     W.stopping = 0;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&W.thread, NULL, watcher_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = calx_thread_start_unsignalled(&W.thread, watcher_main);
     W.running = rc == 0;
     return rc;
 }

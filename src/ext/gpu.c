@@ -15,10 +15,10 @@
 
 #include "cal_clock.h"
 #include "gpu.h"
+#include "signals.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -133,11 +133,7 @@ static int start_thread(void)
 {
     G.stopping = 0;
     G.due = 1; /* a first reading at once */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&G.thread, NULL, poller_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = calx_thread_start_unsignalled(&G.thread, poller_main);
     G.running = rc == 0;
     return rc;
 }

@@ -1068,11 +1068,7 @@ static int threads_start(void)
         return -1;
     }
     /* The sampler thread must not receive the program's signals. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(&E.thread, NULL, sampler_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    rc = calx_thread_start_unsignalled(&E.thread, sampler_main);
     if (rc != 0) {
         calx_gilwatch_stop();
         atomic_store(&E.active, 0);

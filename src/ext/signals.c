@@ -133,16 +133,21 @@ static void *helper_main(void *arg)
     return NULL;
 }
 
+int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *))
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits it */
+    int rc = pthread_create(t, NULL, fn, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
 /* The helper blocks every signal, so the kernel never picks it to run a
    handler.  Returns pthread_create's status. */
 static int start_helper(void)
 {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&S.helper, NULL, helper_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
+    return calx_thread_start_unsignalled(&S.helper, helper_main);
 }
 
 int calx_signals_start(PyObject *callback)

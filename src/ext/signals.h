@@ -12,6 +12,8 @@
 
 #include <Python.h>
 
+#include <pthread.h>
+
 /* Install the handlers on the signals still at their default action, and
    start the helper thread that calls callback(signum) (with the GIL) when
    one arrives.  On success return 0; on error set an exception and return
@@ -27,6 +29,11 @@ void calx_signals_stop(void);
    handled then.  GIL held. */
 void calx_signals_fork_before(void);
 void calx_signals_fork_after_parent(void);
+
+/* Start a thread with every signal blocked, so the kernel never picks it
+   to run one of the program's handlers (the profiler's threads all are).
+   Returns pthread_create's status.  Safe from any thread. */
+int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *));
 
 /* Is this thread (pthread ident, or kernel tid; 0 for unknown) the helper?
    The sampler leaves it out: it is the profiler's own. */
