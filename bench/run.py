@@ -428,10 +428,8 @@ def run_suite(suite, args, quick):
     (RESULTS / (suite + ".json")).write_text(json.dumps(data, indent=1))
     if partial.exists():
         partial.unlink()
-    table = render(suite, data)
-    (RESULTS / (suite + ".md")).write_text(table + "\n")
     print()
-    print(table, flush=True)
+    print(render(suite, data), flush=True)  # results/<suite>.md: write_performance_page
 
 
 def main():
@@ -450,7 +448,8 @@ def main():
     ap.add_argument("--python", default="python3.11",
                     help="the interpreter of bench/.venv (default python3.11)")
     ap.add_argument("--render", action="store_true",
-                    help="only rebuild docs/PERFORMANCE.md from bench/results")
+                    help="only rebuild docs/PERFORMANCE.md and bench/results/*.md "
+                    "from bench/results/*.json")
     args = ap.parse_args()
     suites = args.suite.split(",") if args.suite else SUITES
     unknown = set(suites) - set(SUITES)
@@ -483,7 +482,9 @@ def section(suite):
     if not path.exists():
         return "Not measured yet: `python3 bench/run.py --suite %s`.\n" % suite
     data = json.loads(path.read_text())
-    return "%s\n\n%s\n" % (header(data), render(suite, data))
+    table = render(suite, data)
+    (RESULTS / (suite + ".md")).write_text(table + "\n")  # --render refreshes these too
+    return "%s\n\n%s\n" % (header(data), table)
 
 
 def chart(suite):

@@ -26,6 +26,15 @@
  * (the GIL's holder is the main thread) nobody else can run bytecode and
  * asking for the GIL would only stall the ticks: it waits for the next tick.
  *
+ * The ticks keep their own timeline: each is drawn from the previous tick,
+ * not from the service, and ticks go on while a call waits (they poke
+ * again).  The main thread's interval ends at the last tick before its
+ * service (E.cut: the time and its CPU clocks, read by the sampler thread),
+ * so its interval boundaries are tick times, like everyone's; ending them at
+ * a delayed service instead would move every caught native-to-Python
+ * transition onto a boundary and credit native with the Python time before
+ * each native call.
+ *
  * A sample of a thread credits the time since that thread's previous sample:
  *   cpu     = delta of its scheduler CPU clock (exact)
  *   system  = delta of the kernel's system-time accounting (tick granular;
@@ -129,6 +138,13 @@ typedef struct awaiting_stash {
 
 enum pass_kind { PASS_MAIN, PASS_SAMPLER, PASS_FINAL };
 
+/* Where the main thread's sampled interval ends: the time and its CPU
+   clocks at a tick (wall 0: at the pass itself). */
+typedef struct main_cut {
+    int64_t wall;
+    cal_thread_times times;
+} main_cut;
+
 /* A Python thread outlives its thread state by the time it takes to exit
    (pthread_exit unwinds, under load for milliseconds): the last ones that
    ended are remembered, so that the native-thread scan never takes one of
@@ -192,8 +208,9 @@ typedef struct engine {
     atomic_int active;        /* profiling in this process */
     atomic_int stopping;
     atomic_int call_queued;   /* a pending call is queued, not yet run */
-    atomic_llong tick_wall;   /* when the queued call was requested */
-    atomic_llong tick_main_cpu;
+    int64_t tick_main_cpu;    /* E.mu: the main thread's CPU clock at the
+                                 tick that queued the call (-1: unread) */
+    main_cut cut;             /* E.mu: the latest tick while it was queued */
     atomic_ullong served;     /* count of serviced calls */
     PyThreadState *sampler_ts; /* the sampler thread's own thread state */
 
@@ -768,7 +785,7 @@ static void sample_native_threads(const pass_entry *main)
 
 /* Sample every thread (PASS_SAMPLER: every thread but the main one).
    main_native says how to label the main thread's user time. */
-static void sample_pass(enum pass_kind kind, int main_native)
+static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cut)
 {
     if (E.in_pass)
         return; /* credit_awaiting runs Python, which may let another pass try */
@@ -830,9 +847,18 @@ static void sample_pass(enum pass_kind kind, int main_native)
     for (size_t i = 0; i < n; i++) {
         pass_entry *pe = &E.pass[i];
         calx_thread *th = &E.threads[pe->ti];
+        /* The main thread's interval ends at the tick, not at the pass: a
+           delayed pass comes when the native call returns, and ending the
+           interval there would credit native with the Python time before
+           the call (INTERNALS, "Transitions"). */
+        int64_t until = wall;
+        if (th->is_main && cut && cut->wall >= th->last_wall && cut->wall > 0) {
+            until = cut->wall;
+            pe->times = cut->times;
+        }
         /* The final pass accounts the tail of the run; it is not a sample
            drawn at a random time, so it does not count as one. */
-        credit(pe, wall, th->native_share, kind != PASS_FINAL);
+        credit(pe, until, th->native_share, kind != PASS_FINAL);
     }
     for (size_t i = 0; i < n; i++)
         resolve_name(&E.threads[E.pass[i].ti]);
@@ -858,17 +884,20 @@ static int pending_call(void *arg)
     (void)arg;
     if (!atomic_load(&E.active) || getpid() != E.pid)
         return 0;
-    int64_t tick = atomic_load(&E.tick_wall);
-    int64_t tick_cpu = atomic_load(&E.tick_main_cpu);
     int64_t main_cpu = cal_clock_thread_cpu_sigsafe(E.main_clock);
+    /* The sampler stamps the tick after poking, holding E.mu: a call that
+       ran before that waits here, and its CPU clock (read above) is older
+       than the stamp: it was prompt. */
+    pthread_mutex_lock(&E.mu);
+    int64_t tick_cpu = E.tick_main_cpu;
+    main_cut cut = E.cut;
+    pthread_mutex_unlock(&E.mu);
     /* The delay in the main thread's own CPU time: immune to it being
-       preempted or waiting for the GIL meanwhile (those are not native).
-       Unstamped (tick 0 or cpu -1): the call ran before the sampler had
-       finished poking, so it was prompt. */
-    int64_t delay_cpu = tick && tick_cpu >= 0 && main_cpu >= tick_cpu ? main_cpu - tick_cpu : 0;
+       preempted or waiting for the GIL meanwhile (those are not native). */
+    int64_t delay_cpu = tick_cpu >= 0 && main_cpu >= tick_cpu ? main_cpu - tick_cpu : 0;
     int native = delay_cpu > SERVICE_NS;
     int guard = calx_memory_guard_enter();
-    sample_pass(PASS_MAIN, native);
+    sample_pass(PASS_MAIN, native, &cut);
     calx_memory_guard_leave(guard);
     pthread_mutex_lock(&E.mu);
     atomic_store(&E.call_queued, 0);
@@ -931,6 +960,56 @@ static void check_switch(int64_t now)
     set_paused_locked(access(E.switch_path, F_OK) == 0);
 }
 
+/* An exponential gap of mean q, bounded so that one unlucky draw cannot
+   stall sampling for long. */
+static int64_t tick_gap(cal_rand *rng)
+{
+    double gap = cal_rand_exp(rng, (double)E.interval_ns);
+    if (gap > 10.0 * (double)E.interval_ns)
+        gap = 10.0 * (double)E.interval_ns;
+    return (int64_t)gap;
+}
+
+/* Wait on E.cv (E.mu held) until `until` (cal_clock_now_ns time), a stop,
+   or, if served is not NULL, a service after *served. */
+static void wait_until(int64_t until, const unsigned long long *served)
+{
+    int64_t left = until - cal_clock_now_ns();
+    if (left <= 0)
+        return;
+    struct timespec dl;
+    abs_deadline(&dl, left);
+    while (!atomic_load(&E.stopping) && (!served || atomic_load(&E.served) == *served) &&
+           pthread_cond_timedwait(&E.cv, &E.mu, &dl) != ETIMEDOUT)
+        ;
+}
+
+/* One tick (E.mu held): ask the main thread for a sample, or, if it has not
+   answered the last request yet, poke it again; either way the main
+   thread's interval now ends here (E.cut).  The cut and the CPU clock are
+   read after the poke: the first microseconds after this thread wakes up
+   can be slow (a virtual CPU coming out of idle), and that is not the main
+   thread's doing. */
+static void tick(void)
+{
+    calx_gpu_tick(cal_clock_now_ns());
+    int queue = !atomic_load(&E.call_queued);
+    if (queue) {
+        atomic_store(&E.call_queued, 1);
+        if (Py_AddPendingCall(pending_call, NULL) != 0) {
+            atomic_store(&E.call_queued, 0); /* queue full: skip the tick */
+            return;
+        }
+    }
+    calx_poke_main_thread_sigsafe();
+    main_cut cut = {.wall = cal_clock_now_ns()};
+    int read = cal_clock_thread_times_sigsafe(E.main_clock, &cut.times) == 0;
+    if (read)
+        E.cut = cut;
+    if (queue)
+        E.tick_main_cpu = read ? cut.times.cpu_ns : -1;
+}
+
 static void *sampler_main(void *arg)
 {
     (void)arg;
@@ -945,67 +1024,50 @@ static void *sampler_main(void *arg)
     PyEval_SaveThread();
 
     pthread_mutex_lock(&E.mu);
+    /* The ticks are a Poisson process of their own: each is drawn from the
+       previous one, whatever the main thread did in between (a tick late
+       because this thread was busy restarts the process from now). */
+    int64_t next_tick = cal_clock_now_ns() + tick_gap(&rng);
+    int64_t takeover_at = 0; /* waiting for the main thread until then; 0: not */
+    unsigned long long served = 0;
     while (!atomic_load(&E.stopping)) {
         int64_t now = cal_clock_now_ns();
-        check_switch(now);
-        const char *why = periodic_due(now);
-        if (why) {
-            /* The callback writes the profile: with the GIL, from here. */
-            pthread_mutex_unlock(&E.mu);
-            PyEval_RestoreThread(E.sampler_ts);
-            if (!atomic_load(&E.stopping) && atomic_load(&E.active)) {
-                PyObject *r = PyObject_CallFunction(E.periodic, "s", why);
-                if (r)
-                    Py_DECREF(r);
-                else
-                    PyErr_Clear();
-            }
-            PyEval_SaveThread();
-            pthread_mutex_lock(&E.mu);
-            continue;
-        }
-        /* Sleep for an exponential interval (bounded so that one unlucky
-           draw cannot stall sampling for long). */
-        double gap = cal_rand_exp(&rng, (double)E.interval_ns);
-        if (gap > 10.0 * (double)E.interval_ns)
-            gap = 10.0 * (double)E.interval_ns;
-        struct timespec dl;
-        abs_deadline(&dl, (int64_t)gap);
-        while (!atomic_load(&E.stopping) &&
-               pthread_cond_timedwait(&E.cv, &E.mu, &dl) != ETIMEDOUT)
-            ;
-        if (atomic_load(&E.stopping))
-            break;
-        calx_gpu_tick(cal_clock_now_ns());
-
-        if (!atomic_load(&E.call_queued)) {
-            /* The delay is measured from the end of the poke: the first
-               microseconds after this thread wakes up can be slow (a virtual
-               CPU coming out of idle), and that is not the main thread's
-               doing.  A call serviced before both stamps are stored sees
-               tick_wall 0 or tick_main_cpu -1: it was prompt. */
-            atomic_store(&E.tick_wall, 0);
-            atomic_store(&E.tick_main_cpu, -1);
-            atomic_store(&E.call_queued, 1);
-            if (Py_AddPendingCall(pending_call, NULL) != 0) {
-                atomic_store(&E.call_queued, 0); /* queue full: skip tick */
+        if (!takeover_at) {
+            check_switch(now);
+            const char *why = periodic_due(now);
+            if (why) {
+                /* The callback writes the profile: with the GIL, from here. */
+                pthread_mutex_unlock(&E.mu);
+                PyEval_RestoreThread(E.sampler_ts);
+                if (!atomic_load(&E.stopping) && atomic_load(&E.active)) {
+                    PyObject *r = PyObject_CallFunction(E.periodic, "s", why);
+                    if (r)
+                        Py_DECREF(r);
+                    else
+                        PyErr_Clear();
+                }
+                PyEval_SaveThread();
+                pthread_mutex_lock(&E.mu);
                 continue;
             }
-            calx_poke_main_thread_sigsafe();
-            atomic_store(&E.tick_wall, cal_clock_now_ns());
-            atomic_store(&E.tick_main_cpu, cal_clock_thread_cpu_sigsafe(E.main_clock));
-        } else {
-            calx_poke_main_thread_sigsafe();
         }
-
-        unsigned long long served = atomic_load(&E.served);
-        abs_deadline(&dl, TAKEOVER_NS);
-        while (!atomic_load(&E.stopping) && atomic_load(&E.served) == served &&
-               pthread_cond_timedwait(&E.cv, &E.mu, &dl) != ETIMEDOUT)
-            ;
-        if (atomic_load(&E.stopping) || atomic_load(&E.served) != served)
+        wait_until(takeover_at && takeover_at < next_tick ? takeover_at : next_tick,
+                   takeover_at ? &served : NULL);
+        if (atomic_load(&E.stopping))
+            break;
+        if (takeover_at && atomic_load(&E.served) != served)
+            takeover_at = 0; /* answered */
+        now = cal_clock_now_ns();
+        if (now >= next_tick) {
+            next_tick = (next_tick + 1000000 < now ? now : next_tick) + tick_gap(&rng);
+            served = atomic_load(&E.served);
+            tick();
+            takeover_at = now + TAKEOVER_NS;
             continue;
-
+        }
+        if (!takeover_at || now < takeover_at)
+            continue;
+        takeover_at = 0;
         /* The main thread did not answer.  If it holds the GIL it is in
            native code: nobody else can run bytecode, so there is nothing
            new to see, and asking for the GIL would only block this thread
@@ -1016,7 +1078,7 @@ static void *sampler_main(void *arg)
         pthread_mutex_unlock(&E.mu);
         PyEval_RestoreThread(E.sampler_ts);
         if (!atomic_load(&E.stopping) && atomic_load(&E.active))
-            sample_pass(PASS_SAMPLER, 0);
+            sample_pass(PASS_SAMPLER, 0, NULL);
         PyEval_SaveThread();
         pthread_mutex_lock(&E.mu);
     }
@@ -1123,6 +1185,8 @@ static int engine_start(void)
         return -1;
     }
     E.main_clock = cal_clock_thread_base(sched);
+    E.cut = (main_cut){0}; /* a parent's, after a fork */
+    E.tick_main_cpu = -1;
 
     Py_CLEAR(E.threading_active);
 
@@ -1201,7 +1265,7 @@ int calx_sampler_stop(void)
     threads_stop();
     if (atomic_load(&E.active)) {
         calx_memory_stop();
-        sample_pass(PASS_FINAL, 0);
+        sample_pass(PASS_FINAL, 0, NULL);
         calx_gpu_close();
         cal_profile_set_wall(E.profile, cal_clock_now_ns() - E.start_wall);
         cal_profile_set_paused(E.profile, calx_sampler_paused_ns());
