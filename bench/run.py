@@ -211,16 +211,18 @@ def timed(cmd):
     return run(cmd).wall
 
 
-def calibrate(name, seconds, refine=False):
-    """Loops for about `seconds` of run time: fit t(n) = start-up + n * per-loop;
-    `refine` runs that many once more and corrects the per-loop time (a
-    program whose loops slow down as its footprint grows, like alloc_heavy)."""
+def calibrate(name, seconds):
+    """Loops for about `seconds` of run time: fit t(n) = start-up + n * per-loop,
+    then run that many once more and correct the per-loop time: loops are not
+    all alike (alloc_heavy's slow down as its footprint grows; sympy's
+    integrate loops grow slower over a run: the straight fit's 2982 loops
+    took 86 s instead of 4)."""
     t1 = timed([venv_bin("python")] + program(name, 1))
     t4 = timed([venv_bin("python")] + program(name, 4))
     per_loop = max((t4 - t1) / 3, 1e-3)
     startup = max(t1 - per_loop, 0.0)
     n = max(1, math.ceil((seconds - startup) / per_loop))
-    if refine and n > 4:
+    if n > 4:
         tn = timed([venv_bin("python")] + program(name, n))
         n = max(1, round(n * (seconds - startup) / max(tn - startup, 1e-3)))
     return n
@@ -235,8 +237,10 @@ def machine():
                 break
     except OSError:
         pass
-    return "%s, %d CPUs, %s, Linux %s" % (cpu or platform.machine(), os.cpu_count() or 0,
-                                          platform.python_implementation(), platform.release())
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return "%s, %d CPUs, %.0f GiB, %s, Linux %s" % (
+        cpu or platform.machine(), os.cpu_count() or 0, memory,
+        platform.python_implementation(), platform.release())
 
 
 def versions():
@@ -350,7 +354,7 @@ def measure(suite, names, configs, repeat, seconds, save):
     with tempfile.TemporaryDirectory() as tmp:
         if suite == "own-cost":
             plan = [("alloc_heavy %d s" % s,
-                     program("alloc_heavy", calibrate("alloc_heavy", s, refine=True)))
+                     program("alloc_heavy", calibrate("alloc_heavy", s)))
                     for s in seconds]
         else:
             plan = [(name, program(name, calibrate(name, seconds))) for name in names]
@@ -544,6 +548,9 @@ arenas, not each small Python object: `memray-python` below adds
 
 Every configuration of a program runs in turn, repeatedly (A B C A B C …);
 slowdowns are the median over the unprofiled median, min–max in brackets.
+A configuration still running at 15× the unprofiled time is stopped, shown
+as "> 15×" and counted as that slow in the median; one that fails is
+retried once and the failure noted ("[1 failed]").
 Process start-up and the profiler's own start-up and report writing are
 included: that is what a user waits for.  On a shared virtual machine wall
 time is noisy; the second table gives CPU time (user + system of the whole
