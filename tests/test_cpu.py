@@ -80,7 +80,14 @@ def test_threads(run_calipers):
     assert cpu(busy) >= 0.85 * busy_true
     assert busy["python_s"] >= 0.85 * cpu(busy), busy
     assert cpu(funcs["native"]["total"]) == pytest.approx(truth["native"], rel=0.15)
-    assert native["native_s"] >= 0.80 * cpu(native), native
+    # Its user time is native (that split is ours); its system time is the
+    # kernel's tick-sampled accounting, which on a loaded machine can be a
+    # sixth of a hashing thread's CPU: the function shows what the thread
+    # measured of it (to a few 4 ms ticks: the function also made its data).
+    assert native["native_s"] >= 0.80 * (native["native_s"] + native["python_s"]), native
+    native_sys = funcs["native"]["total"]["system_s"]
+    assert native_sys == pytest.approx(truth["native_system"],
+                                       abs=0.012 + 0.2 * truth["native_system"])
     # The main thread blocked in join(): waiting, not CPU.
     assert join["waiting_s"] >= 0.5
     assert cpu(join) <= 0.05 * total(join), join
