@@ -47,6 +47,29 @@ def test_python_native_split_and_shares(run_calipers, run_plain, tmp_path):
         assert abs(have[marker] - unprofiled[marker]) <= 0.05, (marker, have, unprofiled)
 
 
+def test_native_python_transitions(run_calipers):
+    """A function alternating ~3 ms native calls with ~3 ms of bytecode.
+
+    A tick inside a native call is served only when the call returns; ending
+    the main thread's interval there instead of at the tick credited native
+    with the Python time before each call: this program read 8 to 15 points
+    too native that way (INTERNALS, "Transitions").  At 2 ms over ~2.7 s the
+    share's standard error is about 1.3 points; the ticks that land in a
+    call's last 50 us count as Python, about one point.
+    """
+    prog = PROGRAMS / "transitions.py"
+    run = run_calipers(prog, TRUTH, options=["--interval", "2ms"])
+    assert run.returncode == 0, run.stderr
+    got = run.functions("transitions.py")["alternate"]["total"]
+    share = got["native_s"] / (got["native_s"] + got["python_s"])
+    assert abs(share - run.truth["native_share"]) <= 0.05, (got, run.truth)
+    lines = run.lines("transitions.py")
+    native = lines[line_of(prog, "native-line")]
+    python = lines[line_of(prog, "python-line")]
+    assert native["native_s"] >= 0.90 * (native["native_s"] + native["python_s"]), native
+    assert python["python_s"] >= 0.90 * (python["native_s"] + python["python_s"]), python
+
+
 @pytest.mark.parametrize("share", [0.25, 0.5, 0.75])
 def test_function_bias(run_calipers, share):
     """Seed 000 section 6.2: a loop calling a helper vs the same work inlined."""
