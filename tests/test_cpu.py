@@ -24,14 +24,16 @@ def test_python_native_split_and_shares(run_calipers, run_plain, tmp_path):
     truth = run.truth
     lines = run.lines("split.py")
     funcs = run.functions("split.py")
-    # The program times each call, so its truth is a function's total: on
-    # 3.9 the `for` line of python_loop holds about an eighth of its time.
+    # The program times each call, so its truth is a function's total.  The
+    # `for` line of python_loop runs two of the loop's six instructions
+    # (FOR_ITER, STORE_FAST) and holds about a quarter of its time.
     called = {"py": "python_loop", "hash": "hash_buffer", "zlib": "compress", "sort": "sort_values"}
     got = {}
     for marker, func in called.items():
         got[marker] = cpu(funcs[func]["total"])
         rec = lines[line_of(prog, marker + "-line")]
-        assert cpu(rec) >= 0.75 * got[marker], (marker, rec, got[marker])
+        least = 0.6 if marker == "py" else 0.75
+        assert cpu(rec) >= least * got[marker], (marker, rec, got[marker])
         # The Python/native split: >= 90% in the right column.  (Kernel time
         # is a third, separate column: zlib's buffers fault pages in.)
         if marker == "py":
@@ -68,6 +70,22 @@ def test_native_python_transitions(run_calipers):
     python = lines[line_of(prog, "python-line")]
     assert native["native_s"] >= 0.90 * (native["native_s"] + native["python_s"]), native
     assert python["python_s"] >= 0.90 * (python["native_s"] + python["python_s"]), python
+
+
+def test_native_operators_keep_their_line(run_calipers):
+    """`values += 1.0` on a NumPy array is native work done by an operator.
+    The main thread serves a tick that lands in it at the next call, on the
+    line after (3.10+); the sample belongs where the tick found it."""
+    prog = PROGRAMS / "operators.py"
+    run = run_calipers(prog, TRUTH, options=["--interval", "2ms"])
+    assert run.returncode == 0, run.stderr
+    truth = run.truth["operator"]
+    lines = run.lines("operators.py")
+    operator = lines.get(line_of(prog, "operator-line"), {})
+    timing = lines.get(line_of(prog, "timing-line"))
+    assert operator and cpu(operator) == pytest.approx(truth, rel=0.2), (operator, truth)
+    assert operator["native_s"] >= 0.90 * (operator["native_s"] + operator["python_s"]), operator
+    assert timing is None or cpu(timing) <= 0.1 * truth, (timing, truth)
 
 
 @pytest.mark.parametrize("share", [0.25, 0.5, 0.75])

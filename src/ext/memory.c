@@ -326,7 +326,7 @@ static void enqueue(const qevent *proto)
     if (proto->kind != Q_FREE) {
         PyThreadState *mine = PyGILState_GetThisThreadState();
         if (mine)
-            e->nframes = calx_thread_frames(mine, e->frames, QUEUE_FRAMES);
+            e->nframes = calx_thread_frames(mine, NULL, e->frames, QUEUE_FRAMES);
     }
     M.qlen++;
     atomic_store(&M.queued, 1);

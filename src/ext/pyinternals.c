@@ -8,6 +8,12 @@
  *   3.9, 3.10  tstate->frame (PyFrameObject), f_back, PyFrame_GetLineNumber
  *   3.11, 3.12 tstate->cframe->current_frame (_PyInterpreterFrame), previous
  *   3.13       tstate->current_frame, f_executable may not be a code object
+ *
+ * The sampler thread also peeks at the main thread's innermost frames
+ * without the GIL (calx_peek_frames_sigsafe): it copies them with
+ * process_vm_readv, which fails instead of faulting on a frame popped and
+ * unmapped meanwhile, and compares what it read only as addresses until the
+ * main thread's own walk finds the same frames still on its stack.
  */
 #define Py_BUILD_CORE 1
 #include <Python.h>
@@ -31,54 +37,171 @@
 #include "internal/pycore_pymem.h"      /* _PyObject_DebugMallocStats */
 #endif
 
+#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
+/* The frame chain, one set of helpers per version: the innermost frame,
+   the next one out, its code, whether the walk skips it, and the line of
+   an instruction (-1 if `at` is not one of code's instructions). */
 #if PY_VERSION_HEX >= 0x030B0000
-static int frame_line(_PyInterpreterFrame *f, PyCodeObject *code)
+typedef _PyInterpreterFrame frame_t;
+#define FRAME_LOCALS localsplus
+
+static int line_at(PyCodeObject *code, intptr_t at)
 {
-    int addr = _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT);
-    return PyCode_Addr2Line(code, addr);
+    intptr_t lasti = (const _Py_CODEUNIT *)at - _PyCode_CODE(code);
+    if (lasti < 0 || lasti >= Py_SIZE(code))
+        return -1;
+    return PyCode_Addr2Line(code, (int)lasti * (int)sizeof(_Py_CODEUNIT));
+}
+#if PY_VERSION_HEX >= 0x030D0000
+#define INSTR(f) ((intptr_t)(f)->instr_ptr)
+#define CODE_OF(f) ((f)->f_executable)
+static frame_t *first_frame(const PyThreadState *ts) { return ts->current_frame; }
+static int skipped(frame_t *f)
+{
+    /* incomplete includes FRAME_OWNED_BY_CSTACK */
+    return _PyFrame_IsIncomplete(f) || !f->f_executable || !PyCode_Check(f->f_executable);
+}
+#else
+#define INSTR(f) ((intptr_t)(f)->prev_instr)
+#define CODE_OF(f) ((f)->f_code)
+static frame_t *first_frame(const PyThreadState *ts)
+{
+    return ts->cframe ? ts->cframe->current_frame : NULL;
+}
+static int skipped(frame_t *f)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (f->owner == FRAME_OWNED_BY_CSTACK)
+        return 1;
+#endif
+    return _PyFrame_IsIncomplete(f);
 }
 #endif
-
-int calx_thread_frames(PyThreadState *ts, calx_frame *out, int max)
+static frame_t *next_frame(frame_t *f) { return f->previous; }
+static PyCodeObject *code_of(frame_t *f) { return (PyCodeObject *)CODE_OF(f); }
+static int live_line(frame_t *f)
 {
-    int n = 0;
-#if PY_VERSION_HEX >= 0x030D0000
-    for (_PyInterpreterFrame *f = ts->current_frame; f && n < max; f = f->previous) {
-        if (_PyFrame_IsIncomplete(f)) /* includes FRAME_OWNED_BY_CSTACK */
-            continue;
-        PyObject *exe = f->f_executable;
-        if (!exe || !PyCode_Check(exe))
-            continue;
-        out[n].code = (PyCodeObject *)exe;
-        out[n].line = frame_line(f, (PyCodeObject *)exe);
-        n++;
-    }
-#elif PY_VERSION_HEX >= 0x030B0000
-    _PyCFrame *cf = ts->cframe;
-    for (_PyInterpreterFrame *f = cf ? cf->current_frame : NULL; f && n < max;
-         f = f->previous) {
-#if PY_VERSION_HEX >= 0x030C0000
-        if (f->owner == FRAME_OWNED_BY_CSTACK)
-            continue;
-#endif
-        if (_PyFrame_IsIncomplete(f))
-            continue;
-        out[n].code = f->f_code;
-        out[n].line = frame_line(f, f->f_code);
-        n++;
-    }
+    return PyCode_Addr2Line(code_of(f), _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT));
+}
 #else
-    for (PyFrameObject *f = ts->frame; f && n < max; f = f->f_back) {
-        out[n].code = f->f_code;
-        out[n].line = PyFrame_GetLineNumber(f);
+typedef PyFrameObject frame_t;
+#define INSTR(f) ((intptr_t)(f)->f_lasti)
+#define CODE_OF(f) ((f)->f_code)
+#define FRAME_LOCALS f_localsplus
+#if PY_VERSION_HEX >= 0x030A0000
+#define LASTI_UNIT 2 /* 3.10 counts f_lasti in code units, 3.9 in bytes */
+#else
+#define LASTI_UNIT 1
+#endif
+static int line_at(PyCodeObject *code, intptr_t at)
+{
+    if (at < 0 || at * LASTI_UNIT >= PyBytes_GET_SIZE(code->co_code))
+        return -1;
+    return PyCode_Addr2Line(code, (int)(at * LASTI_UNIT));
+}
+static frame_t *first_frame(const PyThreadState *ts) { return ts->frame; }
+static int skipped(frame_t *f) { (void)f; return 0; }
+static frame_t *next_frame(frame_t *f) { return f->f_back; }
+static PyCodeObject *code_of(frame_t *f) { return f->f_code; }
+static int live_line(frame_t *f) { return PyFrame_GetLineNumber(f); }
+#endif
+
+/* Where `f`, a live frame, was at the peek: its index there, or -1 if the
+   peek did not see it.  A frame's address can be reused by a later call,
+   so its code and the frames out from it must match the peek too. */
+static int peeked_at(frame_t *f, const calx_peek *pk)
+{
+    for (int i = 0; i < pk->n; i++) {
+        if (pk->f[i].frame != (const void *)f)
+            continue;
+        frame_t *g = f;
+        for (int k = i; k < pk->n && g; k++, g = next_frame(g))
+            if (pk->f[k].frame != (const void *)g || pk->f[k].code != (const void *)CODE_OF(g))
+                return -1;
+        return i;
+    }
+    return -1;
+}
+
+int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out, int max)
+{
+    frame_t *f = first_frame(ts);
+    int i = -1; /* the index in the peek of the frame f, or -1 */
+    if (at && at->n > 0) {
+        /* Frames called since the peek are not part of its sample: start at
+           the innermost frame that it saw and that is still there. */
+        for (frame_t *g = f; g; g = next_frame(g)) {
+            if ((i = peeked_at(g, at)) >= 0) {
+                f = g;
+                break;
+            }
+        }
+    }
+    int n = 0;
+    for (; f && n < max; f = next_frame(f), i = i >= 0 && i + 1 < at->n ? i + 1 : -1) {
+        if (skipped(f))
+            continue;
+        PyCodeObject *code = code_of(f);
+        int line = i >= 0 ? line_at(code, at->f[i].at) : -1;
+        out[n].code = code;
+        out[n].line = line >= 0 ? line : live_line(f);
         n++;
     }
-#endif
     return n;
+}
+
+/* Read len bytes of our own memory at addr: a frame may be popped, and its
+   memory unmapped, while another thread reads it, and this fails rather
+   than faults. */
+static int read_self(pid_t pid, const void *addr, void *buf, size_t len)
+{
+    struct iovec local = {buf, len}, remote = {(void *)addr, len};
+    return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+}
+
+static int peek_off; /* process_vm_readv is not allowed here */
+
+void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
+{
+    out->n = 0;
+    if (!ts || __atomic_load_n(&peek_off, __ATOMIC_RELAXED))
+        return;
+    int saved = errno;
+    pid_t pid = getpid();
+    frame_t *f;
+#if PY_VERSION_HEX >= 0x030D0000
+    int rc = read_self(pid, &ts->current_frame, &f, sizeof(f));
+#elif PY_VERSION_HEX >= 0x030B0000
+    _PyCFrame *cf;
+    int rc = read_self(pid, &ts->cframe, &cf, sizeof(cf));
+    if (rc == 0)
+        rc = cf ? read_self(pid, &cf->current_frame, &f, sizeof(f)) : -1;
+#else
+    int rc = read_self(pid, &ts->frame, &f, sizeof(f));
+#endif
+    if (rc != 0 && (errno == ENOSYS || errno == EPERM))
+        __atomic_store_n(&peek_off, 1, __ATOMIC_RELAXED);
+    for (int k = 0; rc == 0 && f && k < CALX_PEEK_FRAMES; k++) {
+        union {
+            frame_t fr;
+            char raw[sizeof(frame_t)];
+        } u;
+        if (read_self(pid, f, &u, offsetof(frame_t, FRAME_LOCALS)) != 0)
+            break;
+        out->f[k].frame = f;
+        out->f[k].code = CODE_OF(&u.fr);
+        out->f[k].at = INSTR(&u.fr);
+        out->n = k + 1;
+        f = next_frame(&u.fr);
+    }
+    errno = saved;
 }
 
 void calx_poke_main_thread_sigsafe(void)

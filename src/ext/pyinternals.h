@@ -17,10 +17,31 @@ typedef struct calx_frame {
     int line;
 } calx_frame;
 
+/* A thread's innermost frames as another thread saw them, without the GIL,
+   at one moment (a tick): each frame's address, code and instruction,
+   innermost first.  Nothing in it is dereferenced until a walk of the live
+   stack has found the same frame with the same code (calx_thread_frames). */
+#define CALX_PEEK_FRAMES 16
+typedef struct calx_peek {
+    int n; /* frames read; 0 when the peek failed */
+    struct {
+        const void *frame;
+        const void *code;
+        intptr_t at; /* the instruction: a pointer (3.11+) or f_lasti */
+    } f[CALX_PEEK_FRAMES];
+} calx_peek;
+
+/* Peek at ts's frames.  ts must stay alive (the main thread's).  Callable
+   without the GIL; async-signal-safe. */
+void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out);
+
 /* Fill out[0..max) with the Python frames of `ts`, innermost first; skips
-   incomplete frames and C-stack shims.  Returns the number of frames stored
-   (the walk stops at `max`).  Caller holds the GIL. */
-int calx_thread_frames(PyThreadState *ts, calx_frame *out, int max);
+   incomplete frames and C-stack shims.  With a peek `at` (or NULL), the
+   stack as it was then, as far as it still is: the walk starts at the
+   innermost frame the peek saw that is still on the stack, and the frames
+   the peek saw get the lines they were on then.  Returns the number of
+   frames stored (the walk stops at `max`).  Caller holds the GIL. */
+int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out, int max);
 
 /* Hold the runtime's thread-list lock (HEAD_LOCK) while iterating
    PyInterpreterState_ThreadHead()/PyThreadState_Next(): thread states can be

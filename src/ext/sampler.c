@@ -138,11 +138,12 @@ typedef struct awaiting_stash {
 
 enum pass_kind { PASS_MAIN, PASS_SAMPLER, PASS_FINAL };
 
-/* Where the main thread's sampled interval ends: the time and its CPU
-   clocks at a tick (wall 0: at the pass itself). */
+/* Where the main thread's sampled interval ends: the time, its CPU clocks
+   and its innermost frames at a tick (wall 0: at the pass itself). */
 typedef struct main_cut {
     int64_t wall;
     cal_thread_times times;
+    calx_peek peek;
 } main_cut;
 
 /* A Python thread outlives its thread state by the time it takes to exit
@@ -357,11 +358,12 @@ static void resolve_name(calx_thread *th)
 
 /* ---- one pass over the threads (GIL) --------------------------------- */
 
-/* Where the thread is: the innermost profiled line, and every profiled
-   function on its stack once (appended to E.pass_funcs). */
-static int attribute(PyThreadState *ts, pass_entry *pe)
+/* Where the thread is (or was at the peek, if not NULL): the innermost
+   profiled line, and every profiled function on its stack once (appended
+   to E.pass_funcs). */
+static int attribute(PyThreadState *ts, const calx_peek *peek, pass_entry *pe)
 {
-    int n = calx_thread_frames(ts, E.frames, MAX_FRAMES);
+    int n = calx_thread_frames(ts, peek, E.frames, MAX_FRAMES);
     pe->file = CAL_PROFILE_NONE;
     pe->func = CAL_PROFILE_NONE;
     pe->line = 0;
@@ -437,7 +439,7 @@ int calx_sampler_where(PyThreadState *ts, calx_where *w)
     where_init(w);
     if (!E.profile)
         return -1;
-    int n = calx_thread_frames(ts, where_frames, MAX_FRAMES);
+    int n = calx_thread_frames(ts, NULL, where_frames, MAX_FRAMES);
     for (int i = 0; i < n; i++) {
         const calx_code *ci = calx_codes_get(&E.codes, &E.filter, E.profile, where_frames[i].code);
         if (!ci)
@@ -823,7 +825,13 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
             th->ts = ts;
             E.threads_changed = 1;
         }
-        if (attribute(ts, pe) != 0) {
+        /* The main thread's interval ends at the last tick (below), and
+           its sample is where the tick found it: a native operator (a @ b)
+           is served only at the next call or loop, on another line. */
+        const calx_peek *peek = NULL;
+        if (is_main && cut && cut->wall > 0 && cut->wall >= th->last_wall)
+            peek = &cut->peek;
+        if (attribute(ts, peek, pe) != 0) {
             E.dropped++;
             continue;
         }
@@ -993,6 +1001,8 @@ static void wait_until(int64_t until, const unsigned long long *served)
 static void tick(void)
 {
     calx_gpu_tick(cal_clock_now_ns());
+    main_cut cut;
+    calx_peek_frames_sigsafe(E.main_ts, &cut.peek); /* before it can answer */
     int queue = !atomic_load(&E.call_queued);
     if (queue) {
         atomic_store(&E.call_queued, 1);
@@ -1002,7 +1012,7 @@ static void tick(void)
         }
     }
     calx_poke_main_thread_sigsafe();
-    main_cut cut = {.wall = cal_clock_now_ns()};
+    cut.wall = cal_clock_now_ns();
     int read = cal_clock_thread_times_sigsafe(E.main_clock, &cut.times) == 0;
     if (read)
         E.cut = cut;
