@@ -157,16 +157,49 @@ int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out, 
     return n;
 }
 
-/* Read len bytes of our own memory at addr: a frame may be popped, and its
-   memory unmapped, while another thread reads it, and this fails rather
-   than faults. */
-static int read_self(pid_t pid, const void *addr, void *buf, size_t len)
+/* Copies of our own memory for the peek, read with process_vm_readv: a
+   frame may be popped, and its memory unmapped, while another thread reads
+   it, and this fails rather than faults.  Each read brings the 4 KiB block
+   of the address and the block below it (if mapped): from 3.11 on a
+   thread's frames sit next to each other on its frame stack, the caller's
+   below the callee's, so one read usually brings a dozen of them. */
+#define BLOCK 4096
+#define MAX_READ 1024 /* the largest object read (a 3.9 frame: ~400 bytes) */
+
+typedef struct window {
+    pid_t pid;
+    uintptr_t base;     /* buf[0] is the byte at base */
+    uintptr_t lo, hi;   /* what buf holds: [lo, hi) */
+    char buf[2 * BLOCK + MAX_READ];
+} window;
+
+static int window_read(window *w, const void *addr, void *out, size_t len)
 {
-    struct iovec local = {buf, len}, remote = {(void *)addr, len};
-    return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+    uintptr_t a = (uintptr_t)addr;
+    if (len > MAX_READ)
+        return -1;
+    if (a < w->lo || a + len > w->hi) {
+        uintptr_t block = a & ~(uintptr_t)(BLOCK - 1);
+        size_t top = (size_t)(a + len - block);
+        /* The block of addr first: if the one below is not mapped the
+           read still brings it. */
+        struct iovec local[2] = {{w->buf + BLOCK, top}, {w->buf, BLOCK}};
+        struct iovec remote[2] = {{(void *)block, top}, {(void *)(block - BLOCK), BLOCK}};
+        ssize_t got = process_vm_readv(w->pid, local, 2, remote, block >= BLOCK ? 2 : 1, 0);
+        if (got < (ssize_t)top) {
+            w->lo = w->hi = 0;
+            return -1;
+        }
+        w->base = block - BLOCK;
+        w->lo = got == (ssize_t)(top + BLOCK) ? block - BLOCK : block;
+        w->hi = block + top;
+    }
+    memcpy(out, w->buf + (a - w->base), len);
+    return 0;
 }
 
 static int peek_off; /* process_vm_readv is not allowed here */
+static window peek_window; /* the sampler thread's only */
 
 void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
 {
@@ -174,26 +207,28 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
     if (!ts || __atomic_load_n(&peek_off, __ATOMIC_RELAXED))
         return;
     int saved = errno;
-    pid_t pid = getpid();
-    frame_t *f;
+    window *w = &peek_window;
+    w->pid = getpid();
+    w->lo = w->hi = 0;
+    /* The thread state outlives the thread's frames; its fields are read
+       as they are. */
 #if PY_VERSION_HEX >= 0x030D0000
-    int rc = read_self(pid, &ts->current_frame, &f, sizeof(f));
+    frame_t *f = __atomic_load_n(&ts->current_frame, __ATOMIC_RELAXED);
+    int rc = 0;
 #elif PY_VERSION_HEX >= 0x030B0000
-    _PyCFrame *cf;
-    int rc = read_self(pid, &ts->cframe, &cf, sizeof(cf));
-    if (rc == 0)
-        rc = cf ? read_self(pid, &cf->current_frame, &f, sizeof(f)) : -1;
+    _PyCFrame *cf = __atomic_load_n(&ts->cframe, __ATOMIC_RELAXED);
+    frame_t *f = NULL;
+    int rc = cf ? window_read(w, &cf->current_frame, &f, sizeof(f)) : -1;
 #else
-    int rc = read_self(pid, &ts->frame, &f, sizeof(f));
+    frame_t *f = __atomic_load_n(&ts->frame, __ATOMIC_RELAXED);
+    int rc = 0;
 #endif
-    if (rc != 0 && (errno == ENOSYS || errno == EPERM))
-        __atomic_store_n(&peek_off, 1, __ATOMIC_RELAXED);
     for (int k = 0; rc == 0 && f && k < CALX_PEEK_FRAMES; k++) {
         union {
             frame_t fr;
             char raw[sizeof(frame_t)];
         } u;
-        if (read_self(pid, f, &u, offsetof(frame_t, FRAME_LOCALS)) != 0)
+        if ((rc = window_read(w, f, &u, offsetof(frame_t, FRAME_LOCALS))) != 0)
             break;
         out->f[k].frame = f;
         out->f[k].code = CODE_OF(&u.fr);
@@ -201,6 +236,8 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
         out->n = k + 1;
         f = next_frame(&u.fr);
     }
+    if (rc != 0 && (errno == ENOSYS || errno == EPERM))
+        __atomic_store_n(&peek_off, 1, __ATOMIC_RELAXED);
     errno = saved;
 }
 
