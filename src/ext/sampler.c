@@ -16,7 +16,10 @@
  * thread was in native code at the tick iff it needed more than SERVICE_NS
  * of its own CPU time to answer (CPU time, so that being preempted or
  * waiting for the GIL does not count).  The call samples every thread while
- * holding the GIL.
+ * holding the GIL; the main thread where the tick found it: the tick peeks
+ * at its innermost frames (pyinternals.c), since from 3.10 on a call queued
+ * during a native operator (a @ b) is served only at the next call, on
+ * another line.
  *
  * If the main thread does not answer in time it is blocked (sleep, join,
  * I/O), in native code without the GIL, or in native code holding the GIL.
@@ -58,9 +61,6 @@
  *     the previous sample (one interval on average).
  *   - Native calls shorter than the service threshold (SERVICE_NS) in the
  *     main thread count as Python: they are interpreter overhead in practice.
- *   - From 3.11 on the eval breaker is checked only at calls, backward jumps
- *     and function entry, so native work done by an operator (b"x" * n) is
- *     credited to the next line that reaches such a check.
  */
 #include "sampler.h" /* Python.h first: it defines _GNU_SOURCE */
 
