@@ -3,6 +3,9 @@ the profile they leave, validated against the shipped JSON Schema."""
 
 import json
 import os
+import resource
+import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +77,31 @@ def line_of(path, marker):
     raise AssertionError("no line marked %r in %s" % (marker, path))
 
 
+CRASHES = {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT}
+
+
+def _allow_core():
+    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+
+
+def crash_report(returncode, cwd):
+    """If a profiled program crashed and left a core file in cwd (the kernel's
+    core_pattern permitting): every thread's backtrace, for the failure's
+    message; a crash seen once on a loaded CI machine must be diagnosable."""
+    if -returncode not in CRASHES:
+        return ""
+    cores = sorted(Path(cwd).glob("core*"), key=lambda p: p.stat().st_mtime)
+    gdb = shutil.which("gdb")
+    if not cores or not gdb:
+        return "\n(crashed; no core file or no gdb for a backtrace)"
+    out = subprocess.run([gdb, "-batch", "-nx", "-iex", "set auto-load python-scripts off",
+                          "-ex", "thread apply all bt 30",
+                          sys.executable, str(cores[-1])],
+                         capture_output=True, text=True, timeout=120)
+    return "\n---- backtraces of the crashed program ----\n" + out.stdout[-20000:]
+
+
 @pytest.fixture
 def run_calipers(tmp_path):
     """run_calipers(program, *args, options=[...], env={}, cwd=None); an arg
@@ -92,7 +120,9 @@ def run_calipers(tmp_path):
         full_env = dict(os.environ)
         full_env.update(env or {})
         proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env,
-                              cwd=cwd or tmp_path, timeout=timeout)
+                              cwd=cwd or tmp_path, timeout=timeout, preexec_fn=_allow_core)
+        if proc.returncode < 0:
+            proc.stderr += crash_report(proc.returncode, cwd or tmp_path)
         return Run(proc, out if outfile else None, truth if TRUTH in args else None)
 
     return run
