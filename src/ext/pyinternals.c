@@ -11,14 +11,17 @@
  *
  * The sampler thread also peeks at the main thread's innermost frames
  * without the GIL (calx_peek_frames_sigsafe): it copies them with
- * process_vm_readv, which fails instead of faulting on a frame popped and
- * unmapped meanwhile, and compares what it read only as addresses until the
- * main thread's own walk finds the same frames still on its stack.
+ * process_vm_readv (cal_vmread), which fails instead of faulting on a frame
+ * popped and unmapped meanwhile, takes every pointer it reads as an
+ * untrusted number (a frame can be overwritten while it is read), and
+ * compares what it read only as addresses until the main thread's own walk
+ * finds the same frames still on its stack.
  */
 #define Py_BUILD_CORE 1
 #include <Python.h>
 
 #include "pyinternals.h"
+#include "cal_vmread.h"
 
 #if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_frame.h"
@@ -42,7 +45,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 /* The frame chain, one set of helpers per version: the innermost frame,
@@ -157,49 +159,8 @@ int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out, 
     return n;
 }
 
-/* Copies of our own memory for the peek, read with process_vm_readv: a
-   frame may be popped, and its memory unmapped, while another thread reads
-   it, and this fails rather than faults.  Each read brings the 4 KiB block
-   of the address and the block below it (if mapped): from 3.11 on a
-   thread's frames sit next to each other on its frame stack, the caller's
-   below the callee's, so one read usually brings a dozen of them. */
-#define BLOCK 4096
-#define MAX_READ 1024 /* the largest object read (a 3.9 frame: ~400 bytes) */
-
-typedef struct window {
-    pid_t pid;
-    uintptr_t base;     /* buf[0] is the byte at base */
-    uintptr_t lo, hi;   /* what buf holds: [lo, hi) */
-    char buf[2 * BLOCK + MAX_READ];
-} window;
-
-static int window_read(window *w, const void *addr, void *out, size_t len)
-{
-    uintptr_t a = (uintptr_t)addr;
-    if (len > MAX_READ)
-        return -1;
-    if (a < w->lo || a + len > w->hi) {
-        uintptr_t block = a & ~(uintptr_t)(BLOCK - 1);
-        size_t top = (size_t)(a + len - block);
-        /* The block of addr first: if the one below is not mapped the
-           read still brings it. */
-        struct iovec local[2] = {{w->buf + BLOCK, top}, {w->buf, BLOCK}};
-        struct iovec remote[2] = {{(void *)block, top}, {(void *)(block - BLOCK), BLOCK}};
-        ssize_t got = process_vm_readv(w->pid, local, 2, remote, block >= BLOCK ? 2 : 1, 0);
-        if (got < (ssize_t)top) {
-            w->lo = w->hi = 0;
-            return -1;
-        }
-        w->base = block - BLOCK;
-        w->lo = got == (ssize_t)(top + BLOCK) ? block - BLOCK : block;
-        w->hi = block + top;
-    }
-    memcpy(out, w->buf + (a - w->base), len);
-    return 0;
-}
-
 static int peek_off; /* process_vm_readv is not allowed here */
-static window peek_window; /* the sampler thread's only */
+static cal_vmread peek_window; /* the sampler thread's only */
 
 void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
 {
@@ -207,9 +168,8 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
     if (!ts || __atomic_load_n(&peek_off, __ATOMIC_RELAXED))
         return;
     int saved = errno;
-    window *w = &peek_window;
-    w->pid = getpid();
-    w->lo = w->hi = 0;
+    cal_vmread *w = &peek_window;
+    cal_vmread_reset_sigsafe(w, getpid());
     /* The thread state outlives the thread's frames; its fields are read
        as they are. */
 #if PY_VERSION_HEX >= 0x030D0000
@@ -218,7 +178,7 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
 #elif PY_VERSION_HEX >= 0x030B0000
     _PyCFrame *cf = __atomic_load_n(&ts->cframe, __ATOMIC_RELAXED);
     frame_t *f = NULL;
-    int rc = cf ? window_read(w, &cf->current_frame, &f, sizeof(f)) : -1;
+    int rc = cf ? cal_vmread_sigsafe(w, &cf->current_frame, &f, sizeof(f)) : -1;
 #else
     frame_t *f = __atomic_load_n(&ts->frame, __ATOMIC_RELAXED);
     int rc = 0;
@@ -228,7 +188,7 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
             frame_t fr;
             char raw[sizeof(frame_t)];
         } u;
-        if ((rc = window_read(w, f, &u, offsetof(frame_t, FRAME_LOCALS))) != 0)
+        if ((rc = cal_vmread_sigsafe(w, f, &u, offsetof(frame_t, FRAME_LOCALS))) != 0)
             break;
         out->f[k].frame = f;
         out->f[k].code = CODE_OF(&u.fr);

@@ -19,6 +19,7 @@
 #include "cal_report.h"
 #include "cal_series.h"
 #include "cal_view.h"
+#include "cal_vmread.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static int passed, failed;
@@ -821,6 +823,52 @@ static void test_series(void)
     CHECK(fabs(cal_series_slope(line, 3) - 3.0) < 1e-9);
 }
 
+/* Reads that must fail rather than fault: unmapped memory, and garbage
+   pointers whose end wraps around the address space (a torn frame pointer
+   of (void *)-1 faulted in the copy before the bounds were checked without
+   forming addr + len). */
+static void test_vmread(void)
+{
+    cal_vmread w;
+    cal_vmread_reset_sigsafe(&w, getpid());
+    long page = sysconf(_SC_PAGESIZE);
+    char *map = mmap(NULL, 3 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(map != MAP_FAILED);
+    if (map == MAP_FAILED)
+        return;
+    for (long i = 0; i < 3 * page; i++)
+        map[i] = (char)(i * 7);
+    munmap(map + 2 * page, (size_t)page); /* the third page: unmapped */
+    char got[CAL_VMREAD_MAX];
+
+    /* A read, then a neighbour from the window, then one across pages. */
+    CHECK(cal_vmread_sigsafe(&w, map + page + 100, got, 64) == 0);
+    CHECK(memcmp(got, map + page + 100, 64) == 0);
+    CHECK(cal_vmread_sigsafe(&w, map + 8, got, 200) == 0); /* the block below */
+    CHECK(memcmp(got, map + 8, 200) == 0);
+    CHECK(cal_vmread_sigsafe(&w, map + page - 16, got, 32) == 0);
+    CHECK(memcmp(got, map + page - 16, 32) == 0);
+    /* Into the unmapped page, and wholly in it. */
+    CHECK(cal_vmread_sigsafe(&w, map + 2 * page - 8, got, 16) == -1);
+    CHECK(cal_vmread_sigsafe(&w, map + 2 * page + 8, got, 8) == -1);
+    /* The window still works after a failure. */
+    CHECK(cal_vmread_sigsafe(&w, map + 2 * page - 8, got, 8) == 0);
+    CHECK(memcmp(got, map + 2 * page - 8, 8) == 0);
+
+    /* Garbage pointers: the top of the address space, wrapping ranges,
+       NULL, and too long a read, each with a filled window. */
+    uintptr_t garbage[] = {UINTPTR_MAX, UINTPTR_MAX - 3, UINTPTR_MAX - 4096, 0, 8};
+    for (size_t i = 0; i < sizeof garbage / sizeof *garbage; i++) {
+        CHECK(cal_vmread_sigsafe(&w, map + page, got, 8) == 0);
+        CHECK(cal_vmread_sigsafe(&w, (const void *)garbage[i], got, 8) == -1);
+        CHECK(cal_vmread_sigsafe(&w, (const void *)garbage[i], got, 1) == -1);
+    }
+    CHECK(cal_vmread_sigsafe(&w, map, got, CAL_VMREAD_MAX + 1) == -1);
+    CHECK(cal_vmread_sigsafe(&w, map + page, got, CAL_VMREAD_MAX) == 0);
+    CHECK(memcmp(got, map + page, CAL_VMREAD_MAX) == 0);
+    munmap(map, 2 * (size_t)page);
+}
+
 int main(void)
 {
     test_map();
@@ -838,6 +886,7 @@ int main(void)
     test_buf_write();
     test_bsamp();
     test_series();
+    test_vmread();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
