@@ -24,8 +24,8 @@ unprofiled run takes about --seconds.
 Creates its own virtual environment (bench/.venv) with the peers from PyPI
 and calipers built from this checkout.
 
-    python3 bench/run.py                      # everything (about 70 minutes on 2 cores)
-    python3 bench/run.py --quick              # everything, smaller (under 10 minutes)
+    python3 bench/run.py                      # everything (about an hour on 2 cores)
+    python3 bench/run.py --quick              # everything, smaller (about 7 minutes)
     python3 bench/run.py --suite accuracy --repeat 5
     python3 bench/run.py --only raytrace,go --configs calipers,py-spy
     python3 bench/run.py --render             # rebuild docs/PERFORMANCE.md
