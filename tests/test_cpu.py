@@ -85,7 +85,14 @@ def test_native_operators_keep_their_line(run_calipers):
     timing = lines.get(line_of(prog, "timing-line"))
     assert operator and cpu(operator) == pytest.approx(truth, rel=0.2), (operator, truth)
     assert operator["native_s"] >= 0.90 * (operator["native_s"] + operator["python_s"]), operator
-    assert timing is None or cpu(timing) <= 0.1 * truth, (timing, truth)
+    # What this guards against is the operator's work moving to the next
+    # line (3.12 without the peek put nearly all of it there).  The timing
+    # line has real work of its own: time.thread_time() is a system call,
+    # booked as system time (0.067 s of 150 calls once on a loaded CI
+    # machine), so only its Python and native time count, and a quarter of
+    # the operator's time still tells a misplaced sample from edge noise
+    # (0.049 s native, 9%, seen in that run).
+    assert timing is None or timing["native_s"] + timing["python_s"] <= 0.25 * truth, (timing, truth)
 
 
 @pytest.mark.parametrize("share", [0.25, 0.5, 0.75])
