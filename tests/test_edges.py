@@ -171,7 +171,11 @@ def test_native_threads_calling_into_python(run_calipers, gilcall_dir):
     truth = prof.truth["callback_cpu_s"]
     got = cpu(prof.functions(prog.name)["callback"]["total"])
     assert truth > 0.8
-    assert 0.85 * truth <= got <= 1.1 * truth, (got, truth)
+    # Passes come when the GIL changes hands, often as a call ends and the
+    # thread leaves Python: the CPU of the interval goes to where it was
+    # (it read 0.86-0.95 when it went nowhere, 0.81 on a loaded machine).
+    # What is lost is each thread's last stretch after its last sample.
+    assert 0.9 * truth <= got <= 1.1 * truth, (got, truth)
 
 
 def test_asyncio_await_is_waiting_on_the_awaiting_line(run_calipers, tmp_path):

@@ -89,6 +89,17 @@
 #define MIN_WATCHED_NS 2000000 /* CPU watched before a thread's split is updated */
 #define GPU_PERIOD_NS 50000000 /* at most one NVML reading per 50 ms */
 
+#define PLACE_FUNCS 64
+
+/* A line to credit, and the profiled functions around it (innermost
+   first; deeper stacks keep their innermost PLACE_FUNCS). */
+typedef struct place {
+    uint32_t file, func;
+    int32_t line;
+    size_t nfuncs;
+    uint32_t funcs[PLACE_FUNCS];
+} place;
+
 typedef struct calx_thread {
     unsigned long ident;
     clockid_t clock; /* per-thread clock base */
@@ -101,6 +112,8 @@ typedef struct calx_thread {
                         with the GIL holder by the sampler thread */
     int64_t last_wall, last_cpu, last_sys;
     int64_t sys_carry;
+    place left; /* where its previous sample found it (file NONE: nowhere
+                   profiled, or already credited) */
 } calx_thread;
 
 /* A thread of the process that is not a Python thread (BLAS, OpenMP or
@@ -122,6 +135,7 @@ typedef struct pass_entry {
     int32_t line;
     size_t funcs_at, nfuncs; /* its functions in E.pass_funcs */
     int loop_idle; /* in an asyncio event loop, between callbacks */
+    int frameless; /* outside Python: no frame at all */
 } pass_entry;
 
 /* Waiting seen in an idle asyncio event loop, to credit to the lines its
@@ -214,9 +228,10 @@ typedef struct engine {
     main_cut cut;             /* E.mu: the latest tick while it was queued */
     atomic_ullong served;     /* count of serviced calls */
     PyThreadState *sampler_ts; /* the sampler thread's own thread state */
+    int sampler_ready;        /* E.mu: it has its thread state and ticks */
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;        /* signalled on service and on stop */
+    pthread_cond_t cv;        /* signalled on service, on stop and when ready */
 } engine;
 
 static engine E = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -261,6 +276,7 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
     th->clock = clock;
     th->stat = stat;
     th->is_main = is_main;
+    th->left.file = CAL_PROFILE_NONE;
     cal_thread_times now = {0, 0};
     int64_t wall = cal_clock_now_ns();
     if (baseline_now) {
@@ -370,6 +386,7 @@ static int attribute(PyThreadState *ts, const calx_peek *peek, pass_entry *pe)
     pe->funcs_at = E.pass_nfuncs;
     pe->nfuncs = 0;
     pe->loop_idle = 0;
+    pe->frameless = n == 0;
     int loop_seen = 0;
     for (int i = 0; i < n; i++) {
         const calx_code *ci = calx_codes_get(&E.codes, &E.filter, E.profile, E.frames[i].code);
@@ -529,6 +546,28 @@ static void observe_footprint(const pass_entry *pe)
         ls->mem.footprint_peak = pass_footprint;
 }
 
+/* Credit t to a place: its line and every function around it. */
+static void credit_place(uint32_t stat, const place *at, const cal_times *t)
+{
+    if (cal_profile_add_sample(E.profile, stat, at->file, at->line, at->func, t) != 0) {
+        E.dropped++;
+        return;
+    }
+    for (size_t k = 0; k < at->nfuncs; k++)
+        cal_profile_add_func_total(E.profile, at->funcs[k], t);
+}
+
+/* Remember where a sample found a thread (nowhere, if outside Python). */
+static void remember_place(calx_thread *th, const pass_entry *pe)
+{
+    place *at = &th->left;
+    at->file = pe->frameless ? CAL_PROFILE_NONE : pe->file;
+    at->func = pe->func;
+    at->line = pe->line;
+    at->nfuncs = pe->nfuncs < PLACE_FUNCS ? pe->nfuncs : PLACE_FUNCS;
+    memcpy(at->funcs, E.pass_funcs + pe->funcs_at, at->nfuncs * sizeof(*at->funcs));
+}
+
 /* Credit the time since the thread's previous sample. */
 static void credit(pass_entry *pe, int64_t wall, double native_share, int samples)
 {
@@ -547,6 +586,20 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     t.system_ns = d_sys;
     t.waiting_ns = d_wall > d_cpu ? d_wall - d_cpu : 0;
     t.samples = samples;
+
+    if (pe->frameless && th->left.file != CAL_PROFILE_NONE) {
+        /* Outside Python now (a C thread between its calls into Python,
+           waiting in PyGILState_Ensure for the next): it left the place of
+           its previous sample during the interval, and the CPU it used, it
+           used there.  The off-CPU time is where it is now.  (A pass comes
+           when the GIL changes hands, often right after such a call.) */
+        cal_times used = t;
+        used.waiting_ns = 0;
+        used.samples = 0;
+        credit_place(th->stat, &th->left, &used);
+        t.python_ns = t.native_ns = t.system_ns = 0;
+    }
+    remember_place(th, pe);
 
     cal_times here = t;
     if (pe->loop_idle && t.waiting_ns > 0 && E.awaiting && E.nloops < MAX_LOOPS) {
@@ -568,17 +621,7 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     }
 }
 
-#define CHAIN_FUNCS 64
 #define MAX_CHAINS 64 /* the agent sends at most 64 tasks' chains */
-
-/* Where one task awaits: the innermost profiled line of its coroutine
-   chain, and the profiled functions on the chain. */
-typedef struct place {
-    uint32_t file, func;
-    int32_t line;
-    size_t nfuncs;
-    uint32_t funcs[CHAIN_FUNCS];
-} place;
 
 static place places[MAX_CHAINS]; /* GIL; one pass at a time */
 
@@ -612,7 +655,7 @@ static int chain_place(PyObject *chain, place *at)
         int dup = 0;
         for (size_t k = 0; k < at->nfuncs && !dup; k++)
             dup = at->funcs[k] == ci->func;
-        if (!dup && at->nfuncs < CHAIN_FUNCS)
+        if (!dup && at->nfuncs < PLACE_FUNCS)
             at->funcs[at->nfuncs++] = ci->func;
     }
     return at->file != CAL_PROFILE_NONE;
@@ -637,12 +680,7 @@ static void credit_awaiting(const awaiting_stash *a)
         cal_times t = {0};
         t.waiting_ns = left / (int64_t)(placed - i);
         left -= t.waiting_ns;
-        if (cal_profile_add_sample(E.profile, a->stat, at->file, at->line, at->func, &t) != 0) {
-            E.dropped++;
-            continue;
-        }
-        for (size_t k = 0; k < at->nfuncs; k++)
-            cal_profile_add_func_total(E.profile, at->funcs[k], &t);
+        credit_place(a->stat, at, &t);
     }
     if (left > 0) {
         cal_times t = {0};
@@ -1034,6 +1072,8 @@ static void *sampler_main(void *arg)
     PyEval_SaveThread();
 
     pthread_mutex_lock(&E.mu);
+    E.sampler_ready = 1;
+    pthread_cond_broadcast(&E.cv);
     /* The ticks are a Poisson process of their own: each is drawn from the
        previous one, whatever the main thread did in between (a tick late
        because this thread was busy restarts the process from now). */
@@ -1131,6 +1171,7 @@ static int threads_start(void)
     atomic_store(&E.stopping, 0);
     atomic_store(&E.call_queued, 0);
     atomic_store(&E.active, 1);
+    E.sampler_ready = 0;
 
     int rc = calx_gilwatch_start(E.interp);
     if (rc != 0) {
@@ -1149,6 +1190,15 @@ static int threads_start(void)
         return -1;
     }
     E.thread_started = 1;
+    /* Wait for it to tick: until it has its thread state, for which it
+       needs the GIL, the program's first milliseconds go unsampled and
+       land on whatever line the first sample finds. */
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&E.mu);
+    while (!E.sampler_ready)
+        pthread_cond_wait(&E.cv, &E.mu);
+    pthread_mutex_unlock(&E.mu);
+    Py_END_ALLOW_THREADS
     if (calx_gpu_start(E.gpu_mode, GPU_PERIOD_NS > E.interval_ns ? GPU_PERIOD_NS : E.interval_ns) != 0)
         E.gpu_mode = CALX_GPU_OFF; /* no poller thread: no GPU columns, the run goes on */
     return 0;
