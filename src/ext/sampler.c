@@ -57,11 +57,8 @@
  *   - A worker thread in native code that keeps the GIL (sorted() of a big
  *     list in a worker) counts as Python; the main thread's delay test does
  *     tell that case apart.
- *   - In threads other than the main one, a line that blocks right after
- *     busy code inherits the CPU used since the previous sample (one
- *     interval on average).  The main thread's service tells when it was
- *     off the CPU (off_cpu): that interval ends at the service, and its
- *     CPU goes to where the previous sample found it (credit).
+ *   - A line that blocks right after busy code inherits the CPU used since
+ *     the previous sample (one interval on average).
  *   - Native calls shorter than the service threshold (SERVICE_NS) in the
  *     main thread count as Python: they are interpreter overhead in practice.
  */
@@ -116,7 +113,7 @@ typedef struct calx_thread {
     int64_t last_wall, last_cpu, last_sys;
     int64_t sys_carry;
     place left; /* where its previous sample found it (file NONE: nowhere
-                   profiled, or no sample yet) */
+                   profiled, or already credited) */
 } calx_thread;
 
 /* A thread of the process that is not a Python thread (BLAS, OpenMP or
@@ -139,7 +136,6 @@ typedef struct pass_entry {
     size_t funcs_at, nfuncs; /* its functions in E.pass_funcs */
     int loop_idle; /* in an asyncio event loop, between callbacks */
     int frameless; /* outside Python: no frame at all */
-    int off_cpu;   /* the main thread, off the CPU when its tick came */
 } pass_entry;
 
 /* Waiting seen in an idle asyncio event loop, to credit to the lines its
@@ -162,8 +158,6 @@ typedef struct main_cut {
     int64_t wall;
     cal_thread_times times;
     calx_peek peek;
-    int off_cpu; /* set at the service: the thread was off the CPU since
-                    the tick that asked (blocked, or waiting for the GIL) */
 } main_cut;
 
 /* A Python thread outlives its thread state by the time it takes to exit
@@ -229,8 +223,6 @@ typedef struct engine {
     atomic_int active;        /* profiling in this process */
     atomic_int stopping;
     atomic_int call_queued;   /* a pending call is queued, not yet run */
-    int64_t tick_wall;        /* E.mu: when the tick that queued the call
-                                 stamped it */
     int64_t tick_main_cpu;    /* E.mu: the main thread's CPU clock at the
                                  tick that queued the call (-1: unread) */
     main_cut cut;             /* E.mu: the latest tick while it was queued */
@@ -595,13 +587,12 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     t.waiting_ns = d_wall > d_cpu ? d_wall - d_cpu : 0;
     t.samples = samples;
 
-    if (pe->frameless || pe->off_cpu) {
+    if (pe->frameless && th->left.file != CAL_PROFILE_NONE) {
         /* Outside Python now (a C thread between its calls into Python,
-           waiting in PyGILState_Ensure for the next), or the main thread
-           blocked since its tick: it used no CPU where it is now, but
-           where its previous sample found it and on the way.  The CPU goes
-           there, the off-CPU time stays here.  (A pass comes when the GIL
-           changes hands, often right after a C thread's call.) */
+           waiting in PyGILState_Ensure for the next): it left the place of
+           its previous sample during the interval, and the CPU it used, it
+           used there.  The off-CPU time is where it is now.  (A pass comes
+           when the GIL changes hands, often right after such a call.) */
         cal_times used = t;
         used.waiting_ns = 0;
         used.samples = 0;
@@ -882,7 +873,6 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
             E.dropped++;
             continue;
         }
-        pe->off_cpu = is_main && cut && cut->off_cpu;
         th->seen = 1;
         n++;
     }
@@ -906,11 +896,9 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
         /* The main thread's interval ends at the tick, not at the pass: a
            delayed pass comes when the native call returns, and ending the
            interval there would credit native with the Python time before
-           the call (INTERNALS, "Transitions").  Unless it was off the CPU
-           since the tick: then it waited where the tick found it until
-           the pass, and its CPU goes to where it was before (credit). */
+           the call (INTERNALS, "Transitions"). */
         int64_t until = wall;
-        if (th->is_main && cut && cut->wall >= th->last_wall && cut->wall > 0 && !pe->off_cpu) {
+        if (th->is_main && cut && cut->wall >= th->last_wall && cut->wall > 0) {
             until = cut->wall;
             pe->times = cut->times;
         }
@@ -947,16 +935,13 @@ static int pending_call(void *arg)
        ran before that waits here, and its CPU clock (read above) is older
        than the stamp: it was prompt. */
     pthread_mutex_lock(&E.mu);
-    int64_t tick_cpu = E.tick_main_cpu, tick_wall = E.tick_wall;
+    int64_t tick_cpu = E.tick_main_cpu;
     main_cut cut = E.cut;
     pthread_mutex_unlock(&E.mu);
     /* The delay in the main thread's own CPU time: immune to it being
        preempted or waiting for the GIL meanwhile (those are not native). */
     int64_t delay_cpu = tick_cpu >= 0 && main_cpu >= tick_cpu ? main_cpu - tick_cpu : 0;
     int native = delay_cpu > SERVICE_NS;
-    /* Not native, and late: it was off the CPU (blocked, or waiting for
-       the GIL) from the tick until just now. */
-    cut.off_cpu = !native && tick_cpu >= 0 && cal_clock_now_ns() - tick_wall > TAKEOVER_NS;
     int guard = calx_memory_guard_enter();
     sample_pass(PASS_MAIN, native, &cut);
     calx_memory_guard_leave(guard);
@@ -1069,10 +1054,8 @@ static void tick(void)
     int read = cal_clock_thread_times_sigsafe(E.main_clock, &cut.times) == 0;
     if (read)
         E.cut = cut;
-    if (queue) {
+    if (queue)
         E.tick_main_cpu = read ? cut.times.cpu_ns : -1;
-        E.tick_wall = cut.wall;
-    }
 }
 
 static void *sampler_main(void *arg)
