@@ -557,11 +557,12 @@ static void credit_place(uint32_t stat, const place *at, const cal_times *t)
         cal_profile_add_func_total(E.profile, at->funcs[k], t);
 }
 
-/* Remember where a sample found a thread (nowhere, if outside Python). */
+/* Remember where a sample found a thread (nowhere, if outside Python:
+   with no frame, pe->file is NONE). */
 static void remember_place(calx_thread *th, const pass_entry *pe)
 {
     place *at = &th->left;
-    at->file = pe->frameless ? CAL_PROFILE_NONE : pe->file;
+    at->file = pe->file;
     at->func = pe->func;
     at->line = pe->line;
     at->nfuncs = pe->nfuncs < PLACE_FUNCS ? pe->nfuncs : PLACE_FUNCS;
