@@ -173,9 +173,32 @@ def test_native_threads_calling_into_python(run_calipers, gilcall_dir):
     assert truth > 0.8
     # Passes come when the GIL changes hands, often as a call ends and the
     # thread leaves Python: the CPU of the interval goes to where it was
-    # (it read 0.86-0.95 when it went nowhere, 0.81 on a loaded machine).
-    # What is lost is each thread's last stretch after its last sample.
-    assert 0.9 * truth <= got <= 1.1 * truth, (got, truth)
+    # (it read 0.86-0.95 when it went nowhere), and each thread's last
+    # stretch after its last pass comes from the watcher's last reading
+    # (0.89-0.99 without: 0.975-1.0 with, on 3.10).
+    assert 0.93 * truth <= got <= 1.05 * truth, (got, truth)
+
+
+def test_native_threads_calling_into_python_while_main_runs(run_calipers, gilcall_dir):
+    # Between its calls a C thread has no thread state: it is the same
+    # thread all along (counted once), and what it runs in Python between
+    # two passes goes to where a pass last found it in Python.
+    prog = PROGRAMS / "gilcall_busy_main.py"
+    prof = run_calipers(prog, gilcall_dir, TRUTH, options=["--no-report"])
+    assert prof.returncode == 0, prof.stderr
+    assert prof.stdout == "ok 2\n"
+    spent = {int(tid): s for tid, s in prof.truth["callback_cpu_s"].items()}
+    threads = prof.profile["threads"]
+    assert sorted(th["tid"] for th in threads if not th["main"]) == sorted(spent)
+    for th in threads:
+        if not th["main"]:
+            # The pauses and the PyGILState calls cost a little CPU too.
+            assert spent[th["tid"]] <= cpu(th) <= spent[th["tid"]] + 0.03, (th, spent)
+    funcs = prof.functions(prog.name)
+    truth = sum(spent.values())
+    assert 0.9 * truth <= cpu(funcs["callback"]["total"]) <= 1.1 * truth, (funcs, truth)
+    main = prof.truth["main_cpu_s"]
+    assert 0.9 * main <= cpu(funcs["busy"]["total"]) <= 1.1 * main, (funcs, main)
 
 
 def test_asyncio_await_is_waiting_on_the_awaiting_line(run_calipers, tmp_path):

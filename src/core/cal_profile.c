@@ -156,6 +156,24 @@ uint32_t cal_profile_function(cal_profile *p, uint32_t file, uint32_t name,
     return id;
 }
 
+static uint64_t thread_key(uint32_t process, uint64_t ident, int32_t tid)
+{
+    return cal_hash_u64(ident ^ cal_hash_u64(process)) ^ (uint64_t)(uint32_t)tid;
+}
+
+static uint32_t thread_find(const cal_profile *p, uint32_t process, uint64_t ident, int32_t tid)
+{
+    size_t cursor = 0;
+    uint32_t id;
+    while ((id = cal_map_find(&p->thread_index, thread_key(process, ident, tid), &cursor)) !=
+           CAL_MAP_NONE) {
+        const cal_thread_stat *t = vec_at(&p->threads, id);
+        if (t->ident == ident && t->tid == tid && t->process == process)
+            return id;
+    }
+    return CAL_PROFILE_NONE;
+}
+
 uint32_t cal_profile_thread(cal_profile *p, uint64_t ident, int32_t tid, int is_main)
 {
     return cal_profile_thread_in(p, 0, ident, tid, is_main);
@@ -164,13 +182,24 @@ uint32_t cal_profile_thread(cal_profile *p, uint64_t ident, int32_t tid, int is_
 uint32_t cal_profile_thread_in(cal_profile *p, uint32_t process, uint64_t ident, int32_t tid,
                                int is_main)
 {
-    uint64_t h = cal_hash_u64(ident ^ cal_hash_u64(process)) ^ (uint64_t)(uint32_t)tid;
-    size_t cursor = 0;
-    uint32_t id;
-    while ((id = cal_map_find(&p->thread_index, h, &cursor)) != CAL_MAP_NONE) {
-        const cal_thread_stat *t = vec_at(&p->threads, id);
-        if (t->ident == ident && t->tid == tid && t->process == process)
+    uint64_t h = thread_key(process, ident, tid);
+    uint32_t id = thread_find(p, process, ident, tid);
+    if (id != CAL_PROFILE_NONE)
+        return id;
+    if (ident != 0 && tid > 0) {
+        /* A thread that did native work before it first ran Python (a C
+           library's thread calling back into it) already has a native
+           thread's entry (ident 0): it becomes this thread's. */
+        id = thread_find(p, process, 0, tid);
+        if (id != CAL_PROFILE_NONE) {
+            if (cal_map_put(&p->thread_index, h, id) != 0)
+                return CAL_PROFILE_NONE;
+            cal_thread_stat *t = vec_at(&p->threads, id);
+            t->ident = ident;
+            t->is_main = is_main;
+            t->name = CAL_PROFILE_NONE;
             return id;
+        }
     }
     id = (uint32_t)p->threads.len;
     cal_thread_stat *t = vec_push(&p->threads);

@@ -184,7 +184,9 @@ uint32_t cal_profile_function(cal_profile *p, uint32_t file, uint32_t name,
 
 /* Find or create a thread of process 0; return its index or
    CAL_PROFILE_NONE.  A new (ident, tid) pair is a new thread even when the
-   ident was seen before. */
+   ident was seen before, except that a Python thread (ident not 0) takes
+   over the entry of the native thread (ident 0) with its tid, if there is
+   one: a C thread that worked before it first called into Python. */
 uint32_t cal_profile_thread(cal_profile *p, uint64_t ident, int32_t tid, int is_main);
 /* The same in a given process. */
 uint32_t cal_profile_thread_in(cal_profile *p, uint32_t process, uint64_t ident, int32_t tid,

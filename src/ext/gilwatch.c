@@ -17,7 +17,8 @@
 typedef struct watched {
     const void *ts;
     clockid_t clock;
-    int64_t last_cpu; /* -1 before the first look */
+    int64_t last_cpu; /* -1 before the first look; kept once it is gone */
+    int64_t last_ran; /* when its CPU clock was last seen to advance */
     int was_holder;
     int64_t python_ns, native_ns;
 } watched;
@@ -47,10 +48,13 @@ int calx_gilwatch_set_threads(const void *const *ts, const clockid_t *clocks, si
         return -1;
     pthread_mutex_lock(&W.mu);
     for (size_t i = 0; i < n; i++) {
-        watched w = {ts[i], clocks[i], -1, 0, 0, 0};
+        watched w = {ts[i], clocks[i], -1, 0, 0, 0, 0};
         for (size_t k = 0; k < W.n; k++) {
-            if (W.v[k].ts == ts[i] && W.v[k].clock == clocks[i]) {
+            /* The same thread (its clock), perhaps with a new thread state:
+               a C thread gets one each time it calls into Python. */
+            if (W.v[k].clock == clocks[i]) {
                 w = W.v[k];
+                w.ts = ts[i];
                 break;
             }
         }
@@ -82,11 +86,16 @@ static void observe(PyInterpreterState *interp)
         watched *w = &W.v[i];
         int is_holder = w->ts == holder;
         int64_t cpu = cal_clock_thread_cpu_sigsafe(w->clock);
-        if (count && cpu >= 0 && w->last_cpu >= 0 && cpu > w->last_cpu) {
-            if (is_holder || w->was_holder)
-                w->python_ns += cpu - w->last_cpu;
-            else
-                w->native_ns += cpu - w->last_cpu;
+        if (cpu < 0)
+            continue; /* gone: its last reading stays for calx_gilwatch_last */
+        if (cpu > w->last_cpu) {
+            if (count && w->last_cpu >= 0) {
+                if (is_holder || w->was_holder)
+                    w->python_ns += cpu - w->last_cpu;
+                else
+                    w->native_ns += cpu - w->last_cpu;
+            }
+            w->last_ran = now;
         }
         w->last_cpu = cpu;
         w->was_holder = is_holder;
@@ -141,13 +150,13 @@ int calx_gilwatch_tid(void)
     return __atomic_load_n(&W.tid, __ATOMIC_RELAXED);
 }
 
-int calx_gilwatch_take(const void *ts, int64_t min_ns, double *native_share)
+int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share)
 {
     int found = 0;
     pthread_mutex_lock(&W.mu);
     for (size_t i = 0; i < W.n; i++) {
         watched *w = &W.v[i];
-        if (w->ts != ts)
+        if (w->clock != clock)
             continue;
         int64_t sum = w->python_ns + w->native_ns;
         if (sum > 0 && sum >= min_ns) {
@@ -156,6 +165,22 @@ int calx_gilwatch_take(const void *ts, int64_t min_ns, double *native_share)
             found = 1;
         }
         break;
+    }
+    pthread_mutex_unlock(&W.mu);
+    return found;
+}
+
+int calx_gilwatch_last(clockid_t clock, int64_t *cpu_ns, int64_t *when_ns)
+{
+    int found = 0;
+    pthread_mutex_lock(&W.mu);
+    for (size_t i = 0; i < W.n && !found; i++) {
+        const watched *w = &W.v[i];
+        if (w->clock == clock && w->last_cpu >= 0) {
+            *cpu_ns = w->last_cpu;
+            *when_ns = w->last_ran;
+            found = 1;
+        }
     }
     pthread_mutex_unlock(&W.mu);
     return found;

@@ -25,7 +25,8 @@
 #include <time.h>
 
 /* Replace the set of watched threads; what was observed of threads that
-   stay is kept.  Returns 0, or -1 if memory ran out (the set is unchanged). */
+   stay is kept (a thread is its clock: a C thread calling into Python gets
+   a new thread state each time).  Returns 0, or -1 if memory ran out (the set is unchanged). */
 int calx_gilwatch_set_threads(const void *const *ts, const clockid_t *clocks, size_t n);
 
 /* Number of watched threads (a hint, read without the lock). */
@@ -35,11 +36,16 @@ size_t calx_gilwatch_count(void);
 int calx_gilwatch_start(PyInterpreterState *interp);
 void calx_gilwatch_stop(void);
 
-/* The share of the CPU time that `ts` used in native code since the last
-   successful call for it.  Returns 1 and sets *native_share once at least
+/* The share of the CPU time that the thread of `clock` used in native code
+   since the last successful call for it.  Returns 1 and sets *native_share once at least
    min_ns of its CPU time has been watched; returns 0 (and keeps counting)
    before that. */
-int calx_gilwatch_take(const void *ts, int64_t min_ns, double *native_share);
+int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share);
+
+/* The last reading of a watched thread's CPU clock, taken at most a look
+   (1 ms) before it ended if it is gone, and when that clock was last seen
+   to advance.  Returns 1, or 0 if there is no reading. */
+int calx_gilwatch_last(clockid_t clock, int64_t *cpu_ns, int64_t *when_ns);
 
 /* The watcher thread's kernel thread id (0 before it runs). */
 int calx_gilwatch_tid(void);

@@ -61,6 +61,10 @@
  *     the previous sample (one interval on average).
  *   - Native calls shorter than the service threshold (SERVICE_NS) in the
  *     main thread count as Python: they are interpreter overhead in practice.
+ *   - A thread found outside Python (a C thread between its calls into it)
+ *     has the Python it ran since its previous sample credited to where a
+ *     sample last found it in Python: right for a thread calling the same
+ *     callback, a guess for one calling several.
  */
 #include "sampler.h" /* Python.h first: it defines _GNU_SOURCE */
 
@@ -112,8 +116,8 @@ typedef struct calx_thread {
                         with the GIL holder by the sampler thread */
     int64_t last_wall, last_cpu, last_sys;
     int64_t sys_carry;
-    place left; /* where its previous sample found it (file NONE: nowhere
-                   profiled, or already credited) */
+    place left; /* where a sample last found it in Python (file NONE:
+                   never, or in no profiled code) */
 } calx_thread;
 
 /* A thread of the process that is not a Python thread (BLAS, OpenMP or
@@ -160,12 +164,6 @@ typedef struct main_cut {
     calx_peek peek;
 } main_cut;
 
-/* A Python thread outlives its thread state by the time it takes to exit
-   (pthread_exit unwinds, under load for milliseconds): the last ones that
-   ended are remembered, so that the native-thread scan never takes one of
-   them for a native thread. */
-#define GONE_TIDS 64
-
 typedef struct engine {
     /* Protected by the GIL. */
     cal_profile *profile;
@@ -182,8 +180,6 @@ typedef struct engine {
     int threads_changed;        /* the registry changed since gilwatch was told */
     native_thread *natives;
     size_t nnatives, natives_cap;
-    int gone_tids[GONE_TIDS];   /* Python threads that ended, most recent last */
-    size_t ngone;
     int sampler_tid;            /* our own threads, never counted */
     PyObject *awaiting;         /* awaiting(ident) -> coroutine chains, or NULL */
     awaiting_stash loops[MAX_LOOPS];
@@ -261,6 +257,14 @@ static calx_thread *registry_find(unsigned long ident)
     return NULL;
 }
 
+static native_thread *native_find(int tid)
+{
+    for (size_t i = 0; i < E.nnatives; i++)
+        if (E.natives[i].tid == tid)
+            return &E.natives[i];
+    return NULL;
+}
+
 static calx_thread *registry_add(unsigned long ident, clockid_t clock, int baseline_now)
 {
     if (grow_one((void **)&E.threads, &E.cap, E.nthreads, sizeof(*E.threads)) != 0)
@@ -284,9 +288,17 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
         cal_clock_thread_times_sigsafe(clock, &now);
         th->last_wall = wall;
     } else {
-        /* A new thread: count its whole life; we do not know how long it
-           waited before we first saw it, so assume it did not. */
-        int64_t cpu = cal_clock_thread_cpu_sigsafe(clock);
+        /* A new thread: count its whole life, or what the native-thread
+           scan has not counted of it (a C thread that worked before it
+           first called into Python); we do not know how long it waited
+           before, so assume it did not. */
+        const native_thread *nt = native_find(cal_clock_thread_tid(clock));
+        if (nt) {
+            now.cpu_ns = nt->last_cpu;
+            now.system_ns = nt->last_sys;
+            th->sys_carry = nt->sys_carry;
+        }
+        int64_t cpu = cal_clock_thread_cpu_sigsafe(clock) - now.cpu_ns;
         th->last_wall = wall - (cpu > 0 ? cpu : 0);
     }
     th->last_cpu = now.cpu_ns;
@@ -302,8 +314,6 @@ static void registry_sweep(void)
     for (size_t i = 0; i < E.nthreads; i++) {
         if (E.threads[i].seen || E.threads[i].is_main)
             E.threads[k++] = E.threads[i];
-        else
-            E.gone_tids[E.ngone++ % GONE_TIDS] = cal_clock_thread_tid(E.threads[i].clock);
     }
     if (k != E.nthreads)
         E.threads_changed = 1;
@@ -557,8 +567,7 @@ static void credit_place(uint32_t stat, const place *at, const cal_times *t)
         cal_profile_add_func_total(E.profile, at->funcs[k], t);
 }
 
-/* Remember where a sample found a thread (nowhere, if outside Python:
-   with no frame, pe->file is NONE). */
+/* Remember where a sample found a thread in Python. */
 static void remember_place(calx_thread *th, const pass_entry *pe)
 {
     place *at = &th->left;
@@ -589,18 +598,25 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     t.samples = samples;
 
     if (pe->frameless && th->left.file != CAL_PROFILE_NONE) {
-        /* Outside Python now (a C thread between its calls into Python,
-           waiting in PyGILState_Ensure for the next): it left the place of
-           its previous sample during the interval, and the CPU it used, it
-           used there.  The off-CPU time is where it is now.  (A pass comes
-           when the GIL changes hands, often right after such a call.) */
-        cal_times used = t;
-        used.waiting_ns = 0;
-        used.samples = 0;
+        /* Outside Python now: a C thread between its calls into Python
+           (waiting in PyGILState_Ensure, or with no thread state at all),
+           or a Python thread on its way out.  What it ran holding the GIL
+           (the Python share, and as much of its system time) it ran in
+           Python, and the best we know of where is the place a sample last
+           found it in Python: often the tail of the call the last sample
+           caught (passes come when the GIL changes hands, often right as
+           such a call ends), or whole calls of the same callback made
+           between two passes.  Its CPU without the GIL and its off-CPU
+           time are where it is now: in the thread, outside Python. */
+        cal_times used = {0};
+        used.python_ns = t.python_ns;
+        used.system_ns = (int64_t)((double)t.system_ns * (1.0 - native_share) + 0.5);
         credit_place(th->stat, &th->left, &used);
-        t.python_ns = t.native_ns = t.system_ns = 0;
+        t.python_ns = 0;
+        t.system_ns -= used.system_ns;
     }
-    remember_place(th, pe);
+    if (!pe->frameless)
+        remember_place(th, pe);
 
     cal_times here = t;
     if (pe->loop_idle && t.waiting_ns > 0 && E.awaiting && E.nloops < MAX_LOOPS) {
@@ -620,6 +636,57 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
         observe_footprint(pe);
         observe_gpu(pe);
     }
+}
+
+/* A thread that ended since its previous sample: its CPU since then, as
+   last read by the watcher (within a look, 1 ms, of its end), to where a
+   sample last found it in Python; user time split as last seen, but for
+   system time the kernel had reported and we had not credited yet. */
+static void credit_tail(const calx_thread *th)
+{
+    int64_t cpu, ran;
+    if (atomic_load(&E.paused) || !calx_gilwatch_last(th->clock, &cpu, &ran) ||
+        cpu <= th->last_cpu)
+        return;
+    cal_times t = {0};
+    int64_t used = cpu - th->last_cpu;
+    t.system_ns = th->sys_carry < used ? th->sys_carry : used;
+    if (t.system_ns < 0)
+        t.system_ns = 0;
+    int64_t user = used - t.system_ns;
+    t.native_ns = (int64_t)((double)user * th->native_share + 0.5);
+    t.python_ns = user - t.native_ns;
+    t.waiting_ns = ran - th->last_wall > used ? ran - th->last_wall - used : 0;
+    credit_place(th->stat, &th->left, &t);
+}
+
+/* The threads a pass found no thread state for.  Alive, they are outside
+   Python (a C thread between its calls into it, a Python thread on its way
+   out): each gets a frameless entry from n on, and the count of entries is
+   returned.  Gone, they get their last stretch (credit_tail) and leave the
+   registry at the sweep.  The main thread is never among them. */
+static size_t sample_stateless(size_t n)
+{
+    for (size_t i = 0; i < E.nthreads; i++) {
+        calx_thread *th = &E.threads[i];
+        if (th->seen || th->is_main)
+            continue;
+        cal_thread_times times;
+        if (cal_clock_thread_times_sigsafe(th->clock, &times) != 0) {
+            credit_tail(th);
+            continue;
+        }
+        if (grow_one((void **)&E.pass, &E.pass_cap, n, sizeof(*E.pass)) != 0) {
+            E.dropped++;
+            th->seen = 1; /* not sampled, but not gone */
+            continue;
+        }
+        E.pass[n++] = (pass_entry){.ti = i, .times = times, .file = CAL_PROFILE_NONE,
+                                   .func = CAL_PROFILE_NONE, .funcs_at = E.pass_nfuncs,
+                                   .frameless = 1};
+        th->seen = 1;
+    }
+    return n;
 }
 
 #define MAX_CHAINS 64 /* the agent sends at most 64 tasks' chains */
@@ -720,9 +787,6 @@ static int is_python_tid(int tid)
     for (size_t i = 0; i < E.nthreads; i++)
         if (cal_clock_thread_tid(E.threads[i].clock) == tid)
             return 1;
-    for (size_t i = 0; i < E.ngone && i < GONE_TIDS; i++)
-        if (E.gone_tids[i] == tid)
-            return 1;
     return 0;
 }
 
@@ -732,9 +796,9 @@ static int is_python_tid(int tid)
 static native_thread *native_find_or_add(int tid, int *is_new)
 {
     *is_new = 0;
-    for (size_t i = 0; i < E.nnatives; i++)
-        if (E.natives[i].tid == tid)
-            return &E.natives[i];
+    native_thread *found = native_find(tid);
+    if (found)
+        return found;
     if (grow_one((void **)&E.natives, &E.natives_cap, E.nnatives, sizeof(*E.natives)) != 0)
         return NULL;
     native_thread *nt = &E.natives[E.nnatives++];
@@ -878,6 +942,7 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
         n++;
     }
     calx_threads_unlock();
+    n = sample_stateless(n);
 
     /* The main thread's split comes from the service delay; the others'
        from what gilwatch saw since their previous sample (or, if they used
@@ -887,7 +952,7 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
         double share;
         if (th->is_main)
             th->native_share = main_native;
-        else if (calx_gilwatch_take(th->ts, MIN_WATCHED_NS, &share))
+        else if (calx_gilwatch_take(th->clock, MIN_WATCHED_NS, &share))
             th->native_share = share;
     }
 
@@ -915,8 +980,8 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
             if (E.threads[E.pass[i].ti].is_main)
                 main = &E.pass[i];
         sample_native_threads(main);
-        registry_sweep();
     }
+    registry_sweep();
     publish_known();
     /* Last: the Python it runs may release the GIL. */
     for (size_t i = 0; i < E.nloops; i++)
@@ -1309,7 +1374,6 @@ int calx_sampler_restart_in_child(void)
     Py_CLEAR(E.threading_active);
     E.nthreads = 0;
     E.nnatives = 0;
-    E.ngone = 0;
     E.threads_changed = 1;
     cal_profile_free(E.profile);
     E.profile = NULL;

@@ -152,6 +152,20 @@ static void test_profile(void)
     /* the same (ident, tid) is the same thread; a new tid is a new one */
     CHECK(cal_profile_thread(p, 77, 1234, 1) == 0);
     CHECK(cal_profile_thread(p, 77, 999, 0) == 1);
+    /* a native thread that later runs Python keeps its entry (and what it
+       was credited as native), found under either name */
+    uint32_t nat = cal_profile_thread(p, 0, 555, 0);
+    CHECK(nat == 2);
+    cal_times native = T(0, 7000000, 0, 0);
+    cal_profile_add_sample(p, nat, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE, &native);
+    cal_profile_set_thread_name(p, nat, "worker");
+    CHECK(cal_profile_thread(p, 88, 555, 0) == nat);
+    CHECK(cal_profile_thread(p, 88, 555, 0) == nat);
+    CHECK(cal_profile_thread(p, 0, 555, 0) != nat); /* a native one again: new */
+    CHECK(cal_profile_nthreads(p) == 4);
+    CHECK(cal_profile_thread_at(p, nat)->ident == 88);
+    CHECK(cal_profile_thread_at(p, nat)->name == CAL_PROFILE_NONE);
+    CHECK(cal_profile_thread_at(p, nat)->t.native_ns == 7000000);
     /* adding to a line accumulates */
     cal_times t = T(5, 0, 0, 0);
     uint32_t a = cal_profile_string(p, "/w/a.py", 7);

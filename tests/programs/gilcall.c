@@ -1,15 +1,19 @@
 /* A C extension whose native threads call into Python: each thread takes
    the GIL with PyGILState_Ensure, calls the callback, and gives it back,
-   over and over (a new thread state each time), while the calling thread
-   waits without the GIL. */
+   over and over (a new thread state each time), pausing in between if asked.
+   run_in_threads waits for them without the GIL; start returns at once and
+   join waits. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
+
+#include <time.h>
 
 typedef struct job {
     PyObject *callback;
     long calls;
     long index;
+    long pause_ms;
     int failed;
 } job;
 
@@ -26,8 +30,59 @@ static void *worker(void *arg)
             j->failed = 1;
         }
         PyGILState_Release(gs);
+        struct timespec pause = {j->pause_ms / 1000, (j->pause_ms % 1000) * 1000000};
+        while (nanosleep(&pause, &pause) != 0)
+            ;
     }
     return NULL;
+}
+
+/* The threads started by start(), until join(). */
+static pthread_t started[16];
+static job started_jobs[16];
+static int nstarted;
+static PyObject *started_callback;
+
+static PyObject *start(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *callback;
+    int nthreads;
+    long calls, pause_ms;
+    if (!PyArg_ParseTuple(args, "Oill", &callback, &nthreads, &calls, &pause_ms))
+        return NULL;
+    if (nstarted || nthreads < 1 || nthreads > 16 || pause_ms < 0) {
+        PyErr_SetString(PyExc_ValueError, "1 to 16 threads, once until join()");
+        return NULL;
+    }
+    Py_INCREF(callback);
+    started_callback = callback;
+    for (int i = 0; i < nthreads; i++) {
+        started_jobs[i] = (job){callback, calls, i, pause_ms, 0};
+        pthread_create(&started[i], NULL, worker, &started_jobs[i]);
+    }
+    nstarted = nthreads;
+    Py_RETURN_NONE;
+}
+
+static PyObject *join(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int i = 0; i < nstarted; i++) {
+        pthread_join(started[i], NULL);
+        failed |= started_jobs[i].failed;
+    }
+    Py_END_ALLOW_THREADS
+    nstarted = 0;
+    Py_CLEAR(started_callback);
+    if (failed) {
+        PyErr_SetString(PyExc_RuntimeError, "a callback raised");
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *run_in_threads(PyObject *self, PyObject *args)
@@ -47,7 +102,7 @@ static PyObject *run_in_threads(PyObject *self, PyObject *args)
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
     for (int i = 0; i < nthreads; i++) {
-        jobs[i] = (job){callback, calls, i, 0};
+        jobs[i] = (job){callback, calls, i, 0, 0};
         pthread_create(&t[i], NULL, worker, &jobs[i]);
     }
     for (int i = 0; i < nthreads; i++) {
@@ -66,6 +121,10 @@ static PyMethodDef methods[] = {
     {"run_in_threads", run_in_threads, METH_VARARGS,
      "run_in_threads(callback, nthreads, calls): call callback(index) calls times from each of "
      "nthreads native threads."},
+    {"start", start, METH_VARARGS,
+     "start(callback, nthreads, calls, pause_ms): the same in the background, pausing pause_ms "
+     "without the GIL after each call."},
+    {"join", join, METH_NOARGS, "join(): wait for the threads start() started."},
     {NULL, NULL, 0, NULL},
 };
 
