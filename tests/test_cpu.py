@@ -168,6 +168,31 @@ def test_sleep_and_io_are_waiting_and_syscalls_are_system(run_calipers):
     assert read["system_s"] >= 0.5 * cpu(read), read
 
 
+def test_a_blocking_line_gets_its_waiting_and_none_of_the_cpu_before(run_calipers):
+    """The main thread blocked at a tick answers only when the block ends:
+    its interval ends there, its waiting goes to the blocking line, and the
+    CPU it used before the tick that asked to where a sample last found it.
+    Crediting the whole interval to the blocking line gave the sleep the
+    busy loop's last stretch (one interval, mean 10 ms, per transition) and
+    the loop the sleep's (the same, as waiting).  The last sleep is followed
+    by open(): over 50 us of C before the call is served."""
+    prog = PROGRAMS / "busy_then_block.py"
+    run = run_calipers(prog, TRUTH)
+    assert run.returncode == 0, run.stderr
+    truth = run.truth
+    lines = run.lines(prog.name)
+    sleep = lines[line_of(prog, "sleep-line")]
+    busy = lines[line_of(prog, "busy-line")]
+    # Three transitions at 10 ms each moved a Gamma(3, 10 ms) of CPU: below
+    # 10 ms one run in twelve.  Now only what runs between the sleep's
+    # return and the sample is left on it (open(), for the last).
+    assert cpu(sleep) <= 0.005, sleep
+    # What the sleep's interval may add: the busy loop's waiting in its
+    # last interval (preemption, on a loaded machine).
+    assert truth["slept"] - 0.005 <= sleep["waiting_s"] <= truth["slept"] + 0.03, (sleep, truth)
+    assert cpu(busy) == pytest.approx(truth["busy_cpu"], abs=0.03)
+
+
 def test_many_short_lived_threads(run_calipers):
     """Threads that come and go: each lives longer than the sampling
     interval, so each is seen, with its own kernel thread id, and all of

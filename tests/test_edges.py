@@ -173,10 +173,11 @@ def test_native_threads_calling_into_python(run_calipers, gilcall_dir):
     assert truth > 0.8
     # Passes come when the GIL changes hands, often as a call ends and the
     # thread leaves Python: the CPU of the interval goes to where it was
-    # (it read 0.86-0.95 when it went nowhere), and each thread's last
-    # stretch after its last pass comes from the watcher's last reading
-    # (0.89-0.99 without: 0.975-1.0 with, on 3.10).
-    assert 0.93 * truth <= got <= 1.05 * truth, (got, truth)
+    # (it read 0.86-0.95 when it went nowhere), each thread's last stretch
+    # after its last pass comes from the watcher's last reading, and the
+    # watcher knows the GIL's holder by its thread, not its thread state
+    # (0.88-0.99 before the last two; 0.998-1.003 after, on 3.10 and 3.12).
+    assert 0.95 * truth <= got <= 1.05 * truth, (got, truth)
 
 
 def test_native_threads_calling_into_python_while_main_runs(run_calipers, gilcall_dir):
@@ -196,7 +197,10 @@ def test_native_threads_calling_into_python_while_main_runs(run_calipers, gilcal
             assert spent[th["tid"]] <= cpu(th) <= spent[th["tid"]] + 0.03, (th, spent)
     funcs = prof.functions(prog.name)
     truth = sum(spent.values())
-    assert 0.9 * truth <= cpu(funcs["callback"]["total"]) <= 1.1 * truth, (funcs, truth)
+    # It read 0.6 of the truth when such a thread's Python outside passes
+    # went nowhere, 0.9-0.99 when the watcher took a new thread state's
+    # GIL for another thread's; now 1.004-1.005 on 3.12.
+    assert 0.95 * truth <= cpu(funcs["callback"]["total"]) <= 1.05 * truth, (funcs, truth)
     main = prof.truth["main_cpu_s"]
     assert 0.9 * main <= cpu(funcs["busy"]["total"]) <= 1.1 * main, (funcs, main)
 

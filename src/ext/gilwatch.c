@@ -3,6 +3,7 @@
 #include "memory.h"
 
 #include "cal_clock.h"
+#include "cal_vmread.h"
 #include "pyinternals.h"
 #include "signals.h"
 
@@ -16,6 +17,7 @@
 
 typedef struct watched {
     const void *ts;
+    unsigned long ident;
     clockid_t clock;
     int64_t last_cpu; /* -1 before the first look; kept once it is gone */
     int64_t last_ran; /* when its CPU clock was last seen to advance */
@@ -39,22 +41,25 @@ static struct {
     pthread_t thread;
     int running, stopping;
     int tid; /* the watcher's own kernel thread id */
+    cal_vmread window; /* the watcher's, for the holder's thread id */
 } W = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
-int calx_gilwatch_set_threads(const void *const *ts, const clockid_t *clocks, size_t n)
+int calx_gilwatch_set_threads(const void *const *ts, const unsigned long *idents,
+                              const clockid_t *clocks, size_t n)
 {
     watched *v = malloc((n ? n : 1) * sizeof(*v));
     if (!v)
         return -1;
     pthread_mutex_lock(&W.mu);
     for (size_t i = 0; i < n; i++) {
-        watched w = {ts[i], clocks[i], -1, 0, 0, 0, 0};
+        watched w = {ts[i], idents[i], clocks[i], -1, 0, 0, 0, 0};
         for (size_t k = 0; k < W.n; k++) {
             /* The same thread (its clock), perhaps with a new thread state:
                a C thread gets one each time it calls into Python. */
             if (W.v[k].clock == clocks[i]) {
                 w = W.v[k];
                 w.ts = ts[i];
+                w.ident = idents[i];
                 break;
             }
         }
@@ -78,13 +83,19 @@ size_t calx_gilwatch_count(void)
 /* One look at every watched thread; W.mu held. */
 static void observe(PyInterpreterState *interp)
 {
-    const void *holder = calx_gil_holder_sigsafe(interp);
+    const PyThreadState *holder = calx_gil_holder_sigsafe(interp);
+    /* The holder by its thread, not its thread state: a C thread calling
+       into Python gets a new one for each call, and we learn of it only at
+       the next pass.  (If the thread id cannot be read, by the pointer.) */
+    unsigned long holder_ident = 0;
+    cal_vmread_reset_sigsafe(&W.window, getpid());
+    int by_ident = holder && calx_thread_ident_sigsafe(&W.window, holder, &holder_ident) == 0;
     int64_t now = cal_clock_now_ns();
     int count = now - W.last_look <= MAX_GAP_NS;
     W.last_look = now;
     for (size_t i = 0; i < W.n; i++) {
         watched *w = &W.v[i];
-        int is_holder = w->ts == holder;
+        int is_holder = holder && (by_ident ? w->ident == holder_ident : w->ts == holder);
         int64_t cpu = cal_clock_thread_cpu_sigsafe(w->clock);
         if (cpu < 0)
             continue; /* gone: its last reading stays for calx_gilwatch_last */

@@ -13,8 +13,9 @@
  * thread waits for the GIL.
  *
  * Own lock; set_threads and take are called from sampling passes under the
- * GIL.  Never dereferences a thread state: they are only compared with the
- * GIL's holder.
+ * GIL.  Never dereferences a thread state: the holder's thread id is read
+ * through process_vm_readv (cal_vmread), which fails instead of faulting
+ * if the holder is deleting it, and compared with each watched thread's.
  */
 #ifndef CALX_GILWATCH_H
 #define CALX_GILWATCH_H
@@ -27,7 +28,8 @@
 /* Replace the set of watched threads; what was observed of threads that
    stay is kept (a thread is its clock: a C thread calling into Python gets
    a new thread state each time).  Returns 0, or -1 if memory ran out (the set is unchanged). */
-int calx_gilwatch_set_threads(const void *const *ts, const clockid_t *clocks, size_t n);
+int calx_gilwatch_set_threads(const void *const *ts, const unsigned long *idents,
+                              const clockid_t *clocks, size_t n);
 
 /* Number of watched threads (a hint, read without the lock). */
 size_t calx_gilwatch_count(void);

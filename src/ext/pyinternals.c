@@ -254,6 +254,16 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
 #endif
 }
 
+int calx_thread_ident_sigsafe(struct cal_vmread *w, const PyThreadState *ts,
+                              unsigned long *ident)
+{
+    unsigned long id;
+    if (cal_vmread_sigsafe(w, &ts->thread_id, &id, sizeof(id)) != 0)
+        return -1;
+    *ident = id;
+    return 0;
+}
+
 PyThreadState *calx_current_if_gil_held(void)
 {
     PyThreadState *mine = PyGILState_GetThisThreadState();

@@ -56,6 +56,13 @@ void calx_threads_unlock(void);
    caller looks at it.  Callable without the GIL; async-signal-safe. */
 PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp);
 
+/* The thread (threading.get_ident()) of a thread state that another thread
+   may be deleting: read through the caller's window (cal_vmread), so that
+   it fails instead of faulting.  Returns 0, or -1 if it cannot be read. */
+struct cal_vmread;
+int calx_thread_ident_sigsafe(struct cal_vmread *w, const PyThreadState *ts,
+                              unsigned long *ident);
+
 /* Make the main thread notice a call queued with Py_AddPendingCall() at its
    next bytecode boundary.  From 3.9 to 3.12 Py_AddPendingCall(), called from a
    thread that is not the main thread, leaves the eval breaker unset (it is

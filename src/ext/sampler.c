@@ -57,8 +57,15 @@
  *   - A worker thread in native code that keeps the GIL (sorted() of a big
  *     list in a worker) counts as Python; the main thread's delay test does
  *     tell that case apart.
- *   - A line that blocks right after busy code inherits the CPU used since
- *     the previous sample (one interval on average).
+ *   - In threads other than the main one, a line that blocks right after
+ *     busy code inherits the CPU used since the previous sample (one
+ *     interval on average), and the line after the block its waiting after
+ *     the last sample in it.  The main thread answers late when blocked: a
+ *     tick that finds it off the CPU since the tick that asked (or a late
+ *     answer with no CPU used since) marks the cut blocked, its interval
+ *     then ends at the answer, and the CPU used before the asking tick goes
+ *     to where a sample last found it.  A block that ends between two
+ *     ticks and is followed by C work is not seen as one.
  *   - Native calls shorter than the service threshold (SERVICE_NS) in the
  *     main thread count as Python: they are interpreter overhead in practice.
  *   - A thread found outside Python (a C thread between its calls into it)
@@ -100,6 +107,7 @@
 typedef struct place {
     uint32_t file, func;
     int32_t line;
+    double native_share; /* of the user time credited there by the sample */
     size_t nfuncs;
     uint32_t funcs[PLACE_FUNCS];
 } place;
@@ -112,12 +120,15 @@ typedef struct calx_thread {
     int seen;
     int name_tries;
     double native_share; /* of its CPU, last seen by gilwatch */
-    const void *ts;  /* its thread state, compared (never dereferenced)
-                        with the GIL holder by the sampler thread */
+    const void *ts;  /* its latest thread state (gilwatch's fallback, if
+                        the holder's thread id cannot be read) */
     int64_t last_wall, last_cpu, last_sys;
     int64_t sys_carry;
     place left; /* where a sample last found it in Python (file NONE:
-                   never, or in no profiled code) */
+                   in no profiled code) */
+    int left_set; /* a sample has found it in Python */
+    cal_times unplaced; /* Python it ran before any sample found it in
+                           Python: for the first place one does */
 } calx_thread;
 
 /* A thread of the process that is not a Python thread (BLAS, OpenMP or
@@ -129,6 +140,7 @@ typedef struct native_thread {
     uint32_t stat;
     int seen;
     int64_t last_cpu, last_sys, sys_carry;
+    int64_t first_cpu, first_sys; /* at the first sighting (never credited) */
 } native_thread;
 
 /* Per-pass scratch entry: one thread's clocks and where it is. */
@@ -140,6 +152,8 @@ typedef struct pass_entry {
     size_t funcs_at, nfuncs; /* its functions in E.pass_funcs */
     int loop_idle; /* in an asyncio event loop, between callbacks */
     int frameless; /* outside Python: no frame at all */
+    const cal_thread_times *asked; /* the main thread, blocked since the
+                                      tick that asked: its clocks then */
 } pass_entry;
 
 /* Waiting seen in an idle asyncio event loop, to credit to the lines its
@@ -157,11 +171,15 @@ typedef struct awaiting_stash {
 enum pass_kind { PASS_MAIN, PASS_SAMPLER, PASS_FINAL };
 
 /* Where the main thread's sampled interval ends: the time, its CPU clocks
-   and its innermost frames at a tick (wall 0: at the pass itself). */
+   and its innermost frames at a tick (wall 0: at the pass itself); and
+   whether a tick found it off the CPU since the tick that asked (blocked),
+   with its clocks at that tick. */
 typedef struct main_cut {
     int64_t wall;
     cal_thread_times times;
     calx_peek peek;
+    int blocked;
+    cal_thread_times asked;
 } main_cut;
 
 typedef struct engine {
@@ -221,6 +239,8 @@ typedef struct engine {
     atomic_int call_queued;   /* a pending call is queued, not yet run */
     int64_t tick_main_cpu;    /* E.mu: the main thread's CPU clock at the
                                  tick that queued the call (-1: unread) */
+    int64_t tick_wall;        /* E.mu: and when */
+    cal_thread_times tick_times; /* E.mu: and its clocks */
     main_cut cut;             /* E.mu: the latest tick while it was queued */
     atomic_ullong served;     /* count of serviced calls */
     PyThreadState *sampler_ts; /* the sampler thread's own thread state */
@@ -294,8 +314,8 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
            before, so assume it did not. */
         const native_thread *nt = native_find(cal_clock_thread_tid(clock));
         if (nt) {
-            now.cpu_ns = nt->last_cpu;
-            now.system_ns = nt->last_sys;
+            now.cpu_ns = nt->last_cpu - nt->first_cpu;
+            now.system_ns = nt->last_sys - nt->first_sys;
             th->sys_carry = nt->sys_carry;
         }
         int64_t cpu = cal_clock_thread_cpu_sigsafe(clock) - now.cpu_ns;
@@ -567,10 +587,13 @@ static void credit_place(uint32_t stat, const place *at, const cal_times *t)
         cal_profile_add_func_total(E.profile, at->funcs[k], t);
 }
 
-/* Remember where a sample found a thread in Python. */
-static void remember_place(calx_thread *th, const pass_entry *pe)
+/* Remember where a sample found a thread in Python, and how it split the
+   user time it credited there. */
+static void remember_place(calx_thread *th, const pass_entry *pe, double native_share)
 {
     place *at = &th->left;
+    th->left_set = 1;
+    at->native_share = native_share;
     at->file = pe->file;
     at->func = pe->func;
     at->line = pe->line;
@@ -578,26 +601,61 @@ static void remember_place(calx_thread *th, const pass_entry *pe)
     memcpy(at->funcs, E.pass_funcs + pe->funcs_at, at->nfuncs * sizeof(*at->funcs));
 }
 
+/* Credit what a thread ran in Python before any sample found it there to
+   where it is now known to be (its place, or nowhere if it ended first). */
+static void flush_unplaced(calx_thread *th)
+{
+    const cal_times *u = &th->unplaced;
+    if (u->python_ns || u->native_ns || u->system_ns || u->waiting_ns)
+        credit_place(th->stat, &th->left, u);
+    memset(&th->unplaced, 0, sizeof(th->unplaced));
+}
+
+/* Set t's CPU: cpu of which sys is system time and the rest user time,
+   split into native and Python by native_share. */
+static void set_cpu(cal_times *t, int64_t cpu, int64_t sys, double native_share)
+{
+    int64_t user = cpu - sys;
+    t->native_ns = (int64_t)((double)user * native_share + 0.5);
+    t->python_ns = user - t->native_ns;
+    t->system_ns = sys;
+}
+
 /* Credit the time since the thread's previous sample. */
 static void credit(pass_entry *pe, int64_t wall, double native_share, int samples)
 {
     calx_thread *th = &E.threads[pe->ti];
     const cal_thread_times *now = &pe->times;
-    int64_t d_wall = wall - th->last_wall, d_cpu, d_sys;
+    int64_t d_wall = wall - th->last_wall, d_cpu, d_sys, prev_cpu = th->last_cpu;
     cpu_delta(now, &th->last_cpu, &th->last_sys, &th->sys_carry, &d_cpu, &d_sys);
     th->last_wall = wall;
     if (atomic_load(&E.paused))
         return; /* profiling is off: the interval only moves the baselines */
 
     cal_times t = {0};
-    int64_t user = d_cpu - d_sys;
-    t.native_ns = (int64_t)((double)user * native_share + 0.5);
-    t.python_ns = user - t.native_ns;
-    t.system_ns = d_sys;
     t.waiting_ns = d_wall > d_cpu ? d_wall - d_cpu : 0;
     t.samples = samples;
+    if (pe->asked) {
+        /* The main thread, off the CPU since the tick that asked for this
+           sample, answering as its block ended: the CPU it used before
+           that tick it used before the block, and where it was then is
+           best told by where a sample last found it (the busy code before
+           a blocking call), not by the blocking line, which would get one
+           interval of CPU per such transition (INTERNALS, "What is
+           measured").  The block's waiting, and the CPU since it ended,
+           are where the tick found it. */
+        int64_t before = pe->asked->cpu_ns - prev_cpu;
+        before = before < 0 ? 0 : before > d_cpu ? d_cpu : before;
+        int64_t sys_before = d_cpu > 0 ? (int64_t)((double)d_sys * (double)before / (double)d_cpu) : 0;
+        cal_times used = {0};
+        set_cpu(&used, before, sys_before, th->left.native_share);
+        credit_place(th->stat, &th->left, &used);
+        d_cpu -= before;
+        d_sys -= sys_before;
+    }
+    set_cpu(&t, d_cpu, d_sys, native_share);
 
-    if (pe->frameless && th->left.file != CAL_PROFILE_NONE) {
+    if (pe->frameless) {
         /* Outside Python now: a C thread between its calls into Python
            (waiting in PyGILState_Ensure, or with no thread state at all),
            or a Python thread on its way out.  What it ran holding the GIL
@@ -606,17 +664,24 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
            found it in Python: often the tail of the call the last sample
            caught (passes come when the GIL changes hands, often right as
            such a call ends), or whole calls of the same callback made
-           between two passes.  Its CPU without the GIL and its off-CPU
-           time are where it is now: in the thread, outside Python. */
+           between two passes; or, before any sample found it in Python,
+           the first place one does.  Its CPU without the GIL and its
+           off-CPU time are where it is now: in the thread, outside
+           Python. */
         cal_times used = {0};
         used.python_ns = t.python_ns;
         used.system_ns = (int64_t)((double)t.system_ns * (1.0 - native_share) + 0.5);
-        credit_place(th->stat, &th->left, &used);
+        if (th->left_set)
+            credit_place(th->stat, &th->left, &used);
+        else
+            cal_times_add(&th->unplaced, &used);
         t.python_ns = 0;
         t.system_ns -= used.system_ns;
     }
-    if (!pe->frameless)
-        remember_place(th, pe);
+    if (!pe->frameless) {
+        remember_place(th, pe, native_share);
+        flush_unplaced(th);
+    }
 
     cal_times here = t;
     if (pe->loop_idle && t.waiting_ns > 0 && E.awaiting && E.nloops < MAX_LOOPS) {
@@ -650,12 +715,8 @@ static void credit_tail(const calx_thread *th)
         return;
     cal_times t = {0};
     int64_t used = cpu - th->last_cpu;
-    t.system_ns = th->sys_carry < used ? th->sys_carry : used;
-    if (t.system_ns < 0)
-        t.system_ns = 0;
-    int64_t user = used - t.system_ns;
-    t.native_ns = (int64_t)((double)user * th->native_share + 0.5);
-    t.python_ns = user - t.native_ns;
+    int64_t sys = th->sys_carry < used ? th->sys_carry : used;
+    set_cpu(&t, used, sys < 0 ? 0 : sys, th->native_share);
     t.waiting_ns = ran - th->last_wall > used ? ran - th->last_wall - used : 0;
     credit_place(th->stat, &th->left, &t);
 }
@@ -674,6 +735,7 @@ static size_t sample_stateless(size_t n)
         cal_thread_times times;
         if (cal_clock_thread_times_sigsafe(th->clock, &times) != 0) {
             credit_tail(th);
+            flush_unplaced(th);
             continue;
         }
         if (grow_one((void **)&E.pass, &E.pass_cap, n, sizeof(*E.pass)) != 0) {
@@ -765,20 +827,24 @@ static void publish_known(void)
     if (!E.threads_changed)
         return;
     E.threads_changed = 0;
-    const void **ts = malloc((E.nthreads ? E.nthreads : 1) * sizeof(*ts));
-    clockid_t *clocks = malloc((E.nthreads ? E.nthreads : 1) * sizeof(*clocks));
-    if (ts && clocks) {
+    size_t cap = E.nthreads ? E.nthreads : 1;
+    const void **ts = malloc(cap * sizeof(*ts));
+    unsigned long *idents = malloc(cap * sizeof(*idents));
+    clockid_t *clocks = malloc(cap * sizeof(*clocks));
+    if (ts && idents && clocks) {
         size_t k = 0;
         for (size_t i = 0; i < E.nthreads; i++) {
             if (E.threads[i].is_main || !E.threads[i].ident)
                 continue;
             ts[k] = E.threads[i].ts;
+            idents[k] = E.threads[i].ident;
             clocks[k] = E.threads[i].clock;
             k++;
         }
-        calx_gilwatch_set_threads(ts, clocks, k);
+        calx_gilwatch_set_threads(ts, idents, clocks, k);
     }
     free(ts);
+    free(idents);
     free(clocks);
 }
 
@@ -857,6 +923,10 @@ static void sample_native_threads(const pass_entry *main)
         if (!nt || cal_clock_thread_times_sigsafe(nt->clock, &now) != 0)
             continue;
         nt->seen = 1;
+        if (is_new) {
+            nt->first_cpu = now.cpu_ns;
+            nt->first_sys = now.system_ns;
+        }
         int64_t d_cpu, d_sys;
         cpu_delta(&now, &nt->last_cpu, &nt->last_sys, &nt->sys_carry, &d_cpu, &d_sys);
         if (is_new || d_cpu == 0 || atomic_load(&E.paused))
@@ -932,8 +1002,12 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
            its sample is where the tick found it: a native operator (a @ b)
            is served only at the next call or loop, on another line. */
         const calx_peek *peek = NULL;
-        if (is_main && cut && cut->wall > 0 && cut->wall >= th->last_wall)
+        pe->asked = NULL;
+        if (is_main && cut && cut->wall > 0 && cut->wall >= th->last_wall) {
             peek = &cut->peek;
+            if (cut->blocked && cut->asked.cpu_ns >= th->last_cpu)
+                pe->asked = &cut->asked;
+        }
         if (attribute(ts, peek, pe) != 0) {
             E.dropped++;
             continue;
@@ -962,9 +1036,12 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
         /* The main thread's interval ends at the tick, not at the pass: a
            delayed pass comes when the native call returns, and ending the
            interval there would credit native with the Python time before
-           the call (INTERNALS, "Transitions"). */
+           the call (INTERNALS, "Transitions").  But if it was blocked since
+           the tick that asked, it ends here: the block's whole waiting is
+           where the tick found it, and the CPU it used before that tick
+           goes elsewhere (credit). */
         int64_t until = wall;
-        if (th->is_main && cut && cut->wall >= th->last_wall && cut->wall > 0) {
+        if (th->is_main && cut && cut->wall >= th->last_wall && cut->wall > 0 && !pe->asked) {
             until = cut->wall;
             pe->times = cut->times;
         }
@@ -972,6 +1049,9 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
            drawn at a random time, so it does not count as one. */
         credit(pe, until, th->native_share, kind != PASS_FINAL);
     }
+    if (kind == PASS_FINAL)
+        for (size_t i = 0; i < E.nthreads; i++)
+            flush_unplaced(&E.threads[i]);
     for (size_t i = 0; i < n; i++)
         resolve_name(&E.threads[E.pass[i].ti]);
     if (kind != PASS_SAMPLER) {
@@ -1001,13 +1081,17 @@ static int pending_call(void *arg)
        ran before that waits here, and its CPU clock (read above) is older
        than the stamp: it was prompt. */
     pthread_mutex_lock(&E.mu);
-    int64_t tick_cpu = E.tick_main_cpu;
+    int64_t tick_cpu = E.tick_main_cpu, tick_wall = E.tick_wall;
     main_cut cut = E.cut;
     pthread_mutex_unlock(&E.mu);
     /* The delay in the main thread's own CPU time: immune to it being
        preempted or waiting for the GIL meanwhile (those are not native). */
     int64_t delay_cpu = tick_cpu >= 0 && main_cpu >= tick_cpu ? main_cpu - tick_cpu : 0;
     int native = delay_cpu > SERVICE_NS;
+    /* Late with no CPU used since the tick that asked: off the CPU since
+       then, even if no later tick came to see it (a short block). */
+    if (!native && tick_cpu >= 0 && cal_clock_now_ns() - tick_wall > TAKEOVER_NS)
+        cut.blocked = 1;
     int guard = calx_memory_guard_enter();
     sample_pass(PASS_MAIN, native, &cut);
     calx_memory_guard_leave(guard);
@@ -1118,10 +1202,20 @@ static void tick(void)
     calx_poke_main_thread_sigsafe();
     cut.wall = cal_clock_now_ns();
     int read = cal_clock_thread_times_sigsafe(E.main_clock, &cut.times) == 0;
+    if (queue) {
+        E.tick_main_cpu = read ? cut.times.cpu_ns : -1;
+        E.tick_wall = cut.wall;
+        E.tick_times = cut.times;
+    }
+    /* Asked at an earlier tick, over a millisecond ago, and it has used
+       (almost) no CPU since: it is off the CPU (blocked, or waiting for
+       the GIL) since then, and will answer when that ends. */
+    cut.blocked = read && !queue && E.tick_main_cpu >= 0 &&
+                  (E.cut.blocked || (cut.wall - E.tick_wall > TAKEOVER_NS &&
+                                     cut.times.cpu_ns - E.tick_main_cpu <= SERVICE_NS));
+    cut.asked = E.tick_times;
     if (read)
         E.cut = cut;
-    if (queue)
-        E.tick_main_cpu = read ? cut.times.cpu_ns : -1;
 }
 
 static void *sampler_main(void *arg)
