@@ -183,7 +183,10 @@ def test_native_threads_calling_into_python(run_calipers, gilcall_dir):
 def test_native_threads_calling_into_python_while_main_runs(run_calipers, gilcall_dir):
     # Between its calls a C thread has no thread state: it is the same
     # thread all along (counted once), and what it runs in Python between
-    # two passes goes to where a pass last found it in Python.
+    # two passes goes to where a pass last found it in Python.  Before its
+    # first call it spins in C: a native thread then, in the same row, with
+    # none of its CPU lost (the native scan never credits its first
+    # sighting) or counted twice.
     prog = PROGRAMS / "gilcall_busy_main.py"
     prof = run_calipers(prog, gilcall_dir, TRUTH, options=["--no-report"])
     assert prof.returncode == 0, prof.stderr
@@ -194,15 +197,21 @@ def test_native_threads_calling_into_python_while_main_runs(run_calipers, gilcal
     for th in threads:
         if not th["main"]:
             # The pauses and the PyGILState calls cost a little CPU too.
-            assert spent[th["tid"]] <= cpu(th) <= spent[th["tid"]] + 0.03, (th, spent)
+            used = spent[th["tid"]] + prof.truth["spin_cpu_s"]
+            assert used <= cpu(th) <= used + 0.03, (th, spent)
+            assert th["native_s"] < 0.03 + 0.01, th
     funcs = prof.functions(prog.name)
     truth = sum(spent.values())
     # It read 0.6 of the truth when such a thread's Python outside passes
     # went nowhere, 0.9-0.99 when the watcher took a new thread state's
-    # GIL for another thread's; now 1.004-1.005 on 3.12.
+    # GIL for another thread's; 1.004-1.005 on 3.12 without the spins.  The
+    # spin after the native scan last saw a thread, before its first call,
+    # goes with its first interval in Python (up to 0.02 of the truth).
     assert 0.95 * truth <= cpu(funcs["callback"]["total"]) <= 1.05 * truth, (funcs, truth)
+    # busy() also gets the threads' spins: native threads' CPU goes to the
+    # main thread's line.
     main = prof.truth["main_cpu_s"]
-    assert 0.9 * main <= cpu(funcs["busy"]["total"]) <= 1.1 * main, (funcs, main)
+    assert 0.9 * main <= cpu(funcs["busy"]["total"]) <= 1.1 * main + 0.04, (funcs, main)
 
 
 def test_asyncio_await_is_waiting_on_the_awaiting_line(run_calipers, tmp_path):

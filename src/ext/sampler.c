@@ -139,8 +139,9 @@ typedef struct native_thread {
     clockid_t clock;
     uint32_t stat;
     int seen;
-    int64_t last_cpu, last_sys, sys_carry;
-    int64_t first_cpu, first_sys; /* at the first sighting (never credited) */
+    int64_t last_cpu, last_sys, sys_carry; /* credited up to */
+    int fresh;                  /* seen once, born since profiling started */
+    cal_thread_times first;     /* its clocks then */
 } native_thread;
 
 /* Per-pass scratch entry: one thread's clocks and where it is. */
@@ -198,6 +199,7 @@ typedef struct engine {
     int threads_changed;        /* the registry changed since gilwatch was told */
     native_thread *natives;
     size_t nnatives, natives_cap;
+    int64_t native_scans;       /* scans of /proc/self/task so far */
     int sampler_tid;            /* our own threads, never counted */
     PyObject *awaiting;         /* awaiting(ident) -> coroutine chains, or NULL */
     awaiting_stash loops[MAX_LOOPS];
@@ -309,13 +311,25 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
         th->last_wall = wall;
     } else {
         /* A new thread: count its whole life, or what the native-thread
-           scan has not counted of it (a C thread that worked before it
-           first called into Python); we do not know how long it waited
+           scan has not credited of it (a C thread that ran before its
+           first call into Python); we do not know how long it waited
            before, so assume it did not. */
         const native_thread *nt = native_find(cal_clock_thread_tid(clock));
-        if (nt) {
-            now.cpu_ns = nt->last_cpu - nt->first_cpu;
-            now.system_ns = nt->last_sys - nt->first_sys;
+        if (nt && nt->fresh) {
+            /* Seen once by the scan, outside Python: what it ran until
+               then is native work (to nowhere: the main thread's place is
+               not known here). */
+            cal_times t = {0};
+            t.system_ns = nt->first.system_ns < nt->first.cpu_ns ? nt->first.system_ns
+                                                                 : nt->first.cpu_ns;
+            t.native_ns = nt->first.cpu_ns - t.system_ns;
+            if (!atomic_load(&E.paused) &&
+                cal_profile_add_sample(E.profile, stat, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE, &t) != 0)
+                E.dropped++;
+            now = nt->first;
+        } else if (nt) {
+            now.cpu_ns = nt->last_cpu;
+            now.system_ns = nt->last_sys;
             th->sys_carry = nt->sys_carry;
         }
         int64_t cpu = cal_clock_thread_cpu_sigsafe(clock) - now.cpu_ns;
@@ -856,9 +870,9 @@ static int is_python_tid(int tid)
     return 0;
 }
 
-/* Find a native thread, or start following it: the first sighting only
-   takes a baseline, so a Python thread caught before its thread state is
-   ready (or after it is gone) is never mistaken for a native one. */
+/* Find a native thread, or start following it: the first sighting credits
+   nothing, so a Python thread caught before its thread state is ready is
+   never mistaken for a native one. */
 static native_thread *native_find_or_add(int tid, int *is_new)
 {
     *is_new = 0;
@@ -924,12 +938,23 @@ static void sample_native_threads(const pass_entry *main)
             continue;
         nt->seen = 1;
         if (is_new) {
-            nt->first_cpu = now.cpu_ns;
-            nt->first_sys = now.system_ns;
+            /* Not credited at its first sighting: it may be a Python thread
+               whose thread state is not ready yet.  One born since the
+               previous scan is counted from its birth at the next; one
+               there at the first scan (at start), from then. */
+            if (E.native_scans == 0) {
+                nt->last_cpu = now.cpu_ns;
+                nt->last_sys = now.system_ns;
+            } else {
+                nt->fresh = 1;
+                nt->first = now;
+            }
+            continue;
         }
+        nt->fresh = 0;
         int64_t d_cpu, d_sys;
         cpu_delta(&now, &nt->last_cpu, &nt->last_sys, &nt->sys_carry, &d_cpu, &d_sys);
-        if (is_new || d_cpu == 0 || atomic_load(&E.paused))
+        if (d_cpu == 0 || atomic_load(&E.paused))
             continue;
         uint32_t stat = native_stat(nt);
         if (stat == CAL_PROFILE_NONE) {
@@ -951,6 +976,7 @@ static void sample_native_threads(const pass_entry *main)
             cal_profile_add_func_total(E.profile, E.pass_funcs[main->funcs_at + k], &t);
     }
     closedir(dir);
+    E.native_scans++;
     size_t k = 0;
     for (size_t i = 0; i < E.nnatives; i++)
         if (E.natives[i].seen)
@@ -1425,6 +1451,11 @@ static int engine_start(void)
         }
     }
     publish_known();
+    /* And so are native ones: every thread the scans find later was born
+       since profiling started. */
+    E.nnatives = 0;
+    E.native_scans = 0;
+    sample_native_threads(NULL);
 
     return threads_start();
 }

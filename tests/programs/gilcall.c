@@ -1,6 +1,7 @@
 /* A C extension whose native threads call into Python: each thread takes
    the GIL with PyGILState_Ensure, calls the callback, and gives it back,
-   over and over (a new thread state each time), pausing in between if asked.
+   over and over (a new thread state each time), pausing in between if asked;
+   start can have each first spin in C, before its first call.
    run_in_threads waits for them without the GIL; start returns at once and
    join waits. */
 #define PY_SSIZE_T_CLEAN
@@ -14,12 +15,23 @@ typedef struct job {
     long calls;
     long index;
     long pause_ms;
+    long spin_ms; /* of its own CPU time, in C, before the first call */
     int failed;
 } job;
+
+static double thread_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 static void *worker(void *arg)
 {
     job *j = arg;
+    volatile unsigned long spun = 0;
+    while (thread_cpu_ms() < (double)j->spin_ms)
+        spun++;
     for (long i = 0; i < j->calls; i++) {
         PyGILState_STATE gs = PyGILState_Ensure();
         PyObject *r = PyObject_CallFunction(j->callback, "l", j->index);
@@ -48,8 +60,8 @@ static PyObject *start(PyObject *self, PyObject *args)
     (void)self;
     PyObject *callback;
     int nthreads;
-    long calls, pause_ms;
-    if (!PyArg_ParseTuple(args, "Oill", &callback, &nthreads, &calls, &pause_ms))
+    long calls, pause_ms, spin_ms = 0;
+    if (!PyArg_ParseTuple(args, "Oill|l", &callback, &nthreads, &calls, &pause_ms, &spin_ms))
         return NULL;
     if (nstarted || nthreads < 1 || nthreads > 16 || pause_ms < 0) {
         PyErr_SetString(PyExc_ValueError, "1 to 16 threads, once until join()");
@@ -58,7 +70,7 @@ static PyObject *start(PyObject *self, PyObject *args)
     Py_INCREF(callback);
     started_callback = callback;
     for (int i = 0; i < nthreads; i++) {
-        started_jobs[i] = (job){callback, calls, i, pause_ms, 0};
+        started_jobs[i] = (job){callback, calls, i, pause_ms, spin_ms, 0};
         pthread_create(&started[i], NULL, worker, &started_jobs[i]);
     }
     nstarted = nthreads;
@@ -102,7 +114,7 @@ static PyObject *run_in_threads(PyObject *self, PyObject *args)
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
     for (int i = 0; i < nthreads; i++) {
-        jobs[i] = (job){callback, calls, i, 0, 0};
+        jobs[i] = (job){callback, calls, i, 0, 0, 0};
         pthread_create(&t[i], NULL, worker, &jobs[i]);
     }
     for (int i = 0; i < nthreads; i++) {
@@ -122,8 +134,9 @@ static PyMethodDef methods[] = {
      "run_in_threads(callback, nthreads, calls): call callback(index) calls times from each of "
      "nthreads native threads."},
     {"start", start, METH_VARARGS,
-     "start(callback, nthreads, calls, pause_ms): the same in the background, pausing pause_ms "
-     "without the GIL after each call."},
+     "start(callback, nthreads, calls, pause_ms, spin_ms=0): the same in the background, "
+     "pausing pause_ms without the GIL after each call, each thread first spinning in C for "
+     "spin_ms of its CPU time."},
     {"join", join, METH_NOARGS, "join(): wait for the threads start() started."},
     {NULL, NULL, 0, NULL},
 };
