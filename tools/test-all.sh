@@ -4,10 +4,12 @@
 #      under AddressSanitizer + UndefinedBehaviorSanitizer; the preload shim
 #      built by both; the extension's sources checked by clang -Werror
 #      against every CPython's headers;
-#   2. for each CPython 3.9-3.13 on the machine (tools/pythons.sh): a fresh
+#   2. for each CPython 3.9-3.14 on the machine (tools/pythons.sh): a fresh
 #      virtual environment, `pip install .[test]` (the real wheel build), and
 #      pytest, which runs real programs under the profiler;
 #   3. the shim built with UBSan, preloaded into real programs;
+#   3b. the newest CPython with a build that pretends not to know its frame
+#      layouts (what a release newer than calipers gets);
 #   4. the HTML viewer in headless Chromium (Debian's chromium package,
 #      installed here when missing; Playwright drives it, never downloads one).
 # Ends with one line "total: N passed, M failed"; exits non-zero on failure.
@@ -49,7 +51,7 @@ run_tier c-core sh -c "$CC -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c
 run_tier c-core-sanitize sh -c "$CC -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -ldl -o $out/test_core_asan && $out/test_core_asan"
 
 pythons=$(tools/pythons.sh)
-[ -n "$pythons" ] || { echo "no CPython 3.9-3.13 found"; exit 1; }
+[ -n "$pythons" ] || { echo "no CPython 3.9-3.14 found"; exit 1; }
 
 shim_src="src/shim/shim.c src/core/cal_bsamp.c src/core/cal_rand.c"
 shim_flags="-std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden -fno-builtin -Isrc/core -Isrc/shim"
@@ -69,7 +71,7 @@ fi
 for py in $pythons; do
     v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     venv="build/venv-$v"
-    run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider -m 'not browser'"
+    run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider -m 'not browser and not unknown_layout'"
 done
 
 # The HTML viewer in a real browser, once (the page does not depend on the
@@ -88,6 +90,13 @@ run_tier html sh -c "'build/venv-$fv/bin/python' -m pip install -q '.[test,brows
 
 # The shim built with UBSan, preloaded into real programs (first CPython).
 run_tier shim-ubsan tools/shim-sanitize.sh "build/venv-$fv"
+
+# An interpreter newer than the layouts calipers knows: the newest one here,
+# built as if calipers stopped at the version before it.  It must build,
+# install, run the program unchanged and say what it cannot profile.
+last=$(echo "$pythons" | tail -n 1)
+lv=$("$last" -c 'import sys; print(sys.version_info[1])')
+run_tier unknown-python sh -c "'$last' -m venv build/venv-unknown && build/venv-unknown/bin/python -m pip install -q '.[test]' -Csetup-args=-Dnewest_known_python=$((lv - 1)) && cd tests && ../build/venv-unknown/bin/python -m pytest -q -p no:cacheprovider -m unknown_layout"
 
 # The sdist/wheel build path users and packagers take: python -m build, and
 # the wheel holds the extension, the bootstrap and the schema.

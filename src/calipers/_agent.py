@@ -166,10 +166,10 @@ def start_api(outfile, interval, memory_interval, profile_all, profile_only, pro
     })
     _begin(_start_engine)
     if memory_interval and not _state["memory"]:
-        _state["notes"] = [
+        _state.setdefault("notes", []).append(
             "Memory was not profiled: native allocations can only be seen with the allocation "
             "shim preloaded, which `calipers run` does (or start Python with LD_PRELOAD=%s)."
-            % os.path.join(os.path.dirname(os.path.abspath(__file__)), "libcalipers_shim.so")]
+            % os.path.join(os.path.dirname(os.path.abspath(__file__)), "libcalipers_shim.so"))
     _install_hooks()
 
 
@@ -235,6 +235,15 @@ def _begin(start_engine):
         _state["start_unix"] = float(_state["exec_origin"])
     _state["finished"] = False
     _state["memory"] = bool(start_engine())
+    problem = _calipers.layout_problem()
+    if problem:
+        # An interpreter whose frames cannot be read safely: say what is
+        # still measured, once, at start (the run's first process only).
+        note = ("Time and memory are not credited to lines: %s; the run's totals, threads, "
+                "footprint and copies are measured." % problem)
+        _state.setdefault("notes", []).append(note)
+        if not _is_child():
+            _say("calipers: %s\n" % note)
     _calipers.set_awaiting(_awaiting)
     _calipers.set_switch(switch_path(_state.get("run_dir")))
     _calipers.watch_signals(_on_signal)
@@ -251,20 +260,27 @@ def _awaiting(ident):
     runs, for the sampler (GIL held) to credit that loop's idle time to
     the lines they await.  For each task not itself waiting on other
     tasks (those are counted where the awaited ones wait): its coroutine
-    chain as [(code, line), ...], outermost first.  Reads asyncio's own
-    registry of tasks; anything unexpected gives no answer, and the wait
-    stays where the loop waits."""
+    chain as [(code, line), ...], outermost first.  Asks asyncio for the
+    loop's tasks (all_tasks of the loop whose _run_once the thread is in;
+    asyncio's registry where that frame cannot be found); anything
+    unexpected gives no answer, and the wait stays where the loop waits."""
     tasks_mod = sys.modules.get("asyncio.tasks")
     if tasks_mod is None:
         return []
-    chains = []
     try:
-        pool = getattr(tasks_mod, "_scheduled_tasks", None)
-        if pool is None:
-            pool = getattr(tasks_mod, "_all_tasks", ())
-        tasks = list(pool) + list(getattr(tasks_mod, "_eager_tasks", ()))
+        loop = _idle_loop(ident)
+        if loop is not None:
+            # The loop's own list: from 3.14 on C tasks live in per-thread
+            # lists that _scheduled_tasks no longer sees.
+            tasks = list(tasks_mod.all_tasks(loop))
+        else:
+            pool = getattr(tasks_mod, "_scheduled_tasks", None)
+            if pool is None:
+                pool = getattr(tasks_mod, "_all_tasks", ())
+            tasks = list(pool) + list(getattr(tasks_mod, "_eager_tasks", ()))
     except Exception:  # noqa: BLE001 - the set changed size meanwhile
         return []
+    chains = []
     if len(tasks) > SAMPLE_TASKS:
         # Drawn at random (with replacement): each line's expected share
         # is still its share of the waiting tasks.
@@ -289,6 +305,17 @@ def _awaiting(ident):
         except Exception:  # noqa: BLE001 - never into the program
             continue
     return chains
+
+
+def _idle_loop(ident):
+    """The event loop thread `ident` is idle in (the `self` of its
+    BaseEventLoop._run_once frame), or None."""
+    frame = sys._current_frames().get(ident)
+    while frame is not None:
+        if frame.f_code.co_name == "_run_once":
+            return frame.f_locals.get("self")
+        frame = frame.f_back
+    return None
 
 
 #: Tasks looked at per idle sample of an event loop, at most (a bound on
@@ -506,6 +533,7 @@ def _meta():
         "profile_only": _state.get("profile_only", []),
         "profile_exclude": _state.get("profile_exclude", []),
         "cpu_only": not _state.get("memory"),
+        "lines_off": _calipers.layout_problem() is not None,
     }
 
 

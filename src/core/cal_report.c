@@ -52,7 +52,8 @@ size_t cal_report_notes(const cal_profile *p, const cal_meta *m, cal_buf *out)
                        "sample more often with --interval %g.\n",
                        wall_ms, interval_ms, interval_ms / 10 / 1000);
         n++;
-    } else if (t.attributed_samples == 0) {
+    } else if (t.attributed_samples == 0 && !m->lines_off) {
+        /* (with lines_off frames were not read: the owner's note says why) */
         if (m->nprofile_only) {
             cal_buf_printf(out, "%lld samples were taken but none had a line from a file "
                                 "matching --profile-only ",

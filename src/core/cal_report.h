@@ -35,6 +35,7 @@ typedef struct cal_meta {
     const char *const *profile_exclude;
     size_t nprofile_exclude;
     int cpu_only;
+    int lines_off;   /* frames could not be read: nothing is credited to lines */
     int64_t dropped; /* samples lost to allocation failure */
     const char *const *notes; /* the owner's own notes, appended as they are */
     size_t nnotes;

@@ -15,6 +15,7 @@
 #include "codeinfo.h"
 #include "gpu.h"
 #include "memory.h"
+#include "pyinternals.h"
 #include "sampler.h"
 #include "signals.h"
 
@@ -427,6 +428,7 @@ static int meta_from_dict(PyObject *d, meta_holder *h)
     m->interval_ns = (int64_t)(meta_num(d, "interval") * 1e9);
     m->profile_all = meta_num(d, "profile_all") != 0;
     m->cpu_only = meta_num(d, "cpu_only") != 0;
+    m->lines_off = meta_num(d, "lines_off") != 0;
     m->dropped = calx_sampler_dropped();
     return 0;
 }
@@ -623,7 +625,19 @@ static PyObject *py_render_html(PyObject *self, PyObject *args)
     return rendered(&doc, &b);
 }
 
+static PyObject *py_layout_problem(PyObject *self, PyObject *noargs)
+{
+    (void)self, (void)noargs;
+    const char *why = calx_layout_problem();
+    if (!why)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(why);
+}
+
 static PyMethodDef methods[] = {
+    {"layout_problem", py_layout_problem, METH_NOARGS,
+     "layout_problem() -> str or None\n\nWhy this interpreter's frames are not read (then time and\n"
+     "memory are not credited to lines), or None when they are."},
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS, start_doc},
     {"stop", py_stop, METH_NOARGS, "stop()\n\nStop sampling; take a last sample."},
     {"restart_in_child", py_restart_in_child, METH_NOARGS, restart_in_child_doc},
@@ -657,6 +671,7 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__calipers(void)
 {
+    calx_layout_check(); /* a problem is reported by layout_problem() */
     PyObject *m = PyModule_Create(&moduledef);
     if (m && PyModule_AddStringConstant(m, "SCHEMA", CAL_SCHEMA) != 0) {
         Py_DECREF(m);

@@ -8,6 +8,24 @@
  *   3.9, 3.10  tstate->frame (PyFrameObject), f_back, PyFrame_GetLineNumber
  *   3.11, 3.12 tstate->cframe->current_frame (_PyInterpreterFrame), previous
  *   3.13       tstate->current_frame, f_executable may not be a code object
+ *   3.14       f_executable is a tagged _PyStackRef (the low bits say how it
+ *              is counted; the pointer is the rest); frames owned by the
+ *              interpreter (entry frames) and by the C stack are skipped;
+ *              the free-threaded build runs per-thread copies of the
+ *              bytecode (instr_ptr points into the frame's copy)
+ *
+ * From 3.13 on the runtime publishes _Py_DebugOffsets (the structure
+ * out-of-process profilers read): at start we check its cookie, its
+ * version and that every offset the peek and the walk use equals the one
+ * we were compiled with, and read no frame if any differs (an extension
+ * built against one release's headers, loaded by another whose layout
+ * moved).  The peek, the one reader that works like an out-of-process
+ * profiler, takes its offsets from it.
+ *
+ * An interpreter newer than the last one this file knows
+ * (CALX_NEWEST_KNOWN_MINOR) is compiled without any internal header: the
+ * extension builds and loads, frames are not read (time and memory are
+ * not credited to lines), and calx_limits() says so.
  *
  * The sampler thread also peeks at the main thread's innermost frames
  * without the GIL (calx_peek_frames_sigsafe): it copies them with
@@ -17,13 +35,30 @@
  * compares what it read only as addresses until the main thread's own walk
  * finds the same frames still on its stack.
  */
+/* The newest CPython whose layouts this file knows; a build option can
+   lower it to test what a newer interpreter gets (meson -Dnewest_known_python). */
+#ifndef CALX_NEWEST_KNOWN_MINOR
+#define CALX_NEWEST_KNOWN_MINOR 14
+#endif
+#include <patchlevel.h>
+#if PY_MAJOR_VERSION == 3 && PY_MINOR_VERSION <= CALX_NEWEST_KNOWN_MINOR
+#define CALX_KNOWN_LAYOUT 1
 #define Py_BUILD_CORE 1
+#endif
 #include <Python.h>
 
 #include "pyinternals.h"
 #include "cal_vmread.h"
 
-#if PY_VERSION_HEX >= 0x030B0000
+#ifdef CALX_KNOWN_LAYOUT
+/* The interpreter's own headers are not written for -Wextra (3.14's have
+   inline functions with unused parameters): their warnings are not ours. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#if PY_VERSION_HEX >= 0x030E0000
+#include "internal/pycore_interpframe.h"
+#include "internal/pycore_stackref.h"
+#elif PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_frame.h"
 #else
 #include <frameobject.h>
@@ -39,6 +74,8 @@
 #elif PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_pymem.h"      /* _PyObject_DebugMallocStats */
 #endif
+#pragma GCC diagnostic pop
+#endif /* CALX_KNOWN_LAYOUT */
 
 #include <errno.h>
 #include <stddef.h>
@@ -47,32 +84,69 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Set once at import (calx_layout_check), read-only after: why frames are
+   not read, or NULL when they are. */
+static const char *layout_problem;
+
+#ifdef CALX_KNOWN_LAYOUT
+
 /* The frame chain, one set of helpers per version: the innermost frame,
    the next one out, its code, whether the walk skips it, and the line of
-   an instruction (-1 if `at` is not one of code's instructions). */
+   an instruction (-1 if `at` is not one of the frame's instructions). */
 #if PY_VERSION_HEX >= 0x030B0000
 typedef _PyInterpreterFrame frame_t;
 #define FRAME_LOCALS localsplus
 
-static int line_at(PyCodeObject *code, intptr_t at)
+#if PY_VERSION_HEX >= 0x030E0000
+/* A stack reference's pointer, whatever its tag (3.14: the low bits count
+   how it is owned; objects are at least 8-byte aligned). */
+#define CODE_OF(f) ((PyObject *)((f)->f_executable.bits & ~(uintptr_t)7))
+#elif PY_VERSION_HEX >= 0x030D0000
+#define CODE_OF(f) ((PyObject *)(f)->f_executable)
+#else
+#define CODE_OF(f) ((PyObject *)(f)->f_code)
+#endif
+/* The bytecode `instr_ptr` points into: the code's own, or on the
+   free-threaded build this frame's thread-local copy (3.14). */
+static const _Py_CODEUNIT *bytecode_of(frame_t *f)
 {
-    intptr_t lasti = (const _Py_CODEUNIT *)at - _PyCode_CODE(code);
+#if PY_VERSION_HEX >= 0x030E0000
+    return _PyFrame_GetBytecode(f);
+#else
+    return _PyCode_CODE((PyCodeObject *)CODE_OF(f));
+#endif
+}
+
+static PyCodeObject *code_of(frame_t *f) { return (PyCodeObject *)CODE_OF(f); }
+static int line_at(frame_t *f, intptr_t at)
+{
+    PyCodeObject *code = code_of(f);
+    intptr_t lasti = (const _Py_CODEUNIT *)at - bytecode_of(f);
     if (lasti < 0 || lasti >= Py_SIZE(code))
         return -1;
     return PyCode_Addr2Line(code, (int)lasti * (int)sizeof(_Py_CODEUNIT));
 }
 #if PY_VERSION_HEX >= 0x030D0000
 #define INSTR(f) ((intptr_t)(f)->instr_ptr)
-#define CODE_OF(f) ((f)->f_executable)
 static frame_t *first_frame(const PyThreadState *ts) { return ts->current_frame; }
 static int skipped(frame_t *f)
 {
-    /* incomplete includes FRAME_OWNED_BY_CSTACK */
-    return _PyFrame_IsIncomplete(f) || !f->f_executable || !PyCode_Check(f->f_executable);
+    /* Entry frames (3.14: owned by the interpreter) and shims on the C
+       stack carry no code of the program; neither does a frame whose
+       executable is not a code object (3.13's shims).  Only then is it
+       safe to ask whether the frame has started. */
+#if PY_VERSION_HEX >= 0x030E0000
+    if (f->owner >= FRAME_OWNED_BY_INTERPRETER)
+        return 1;
+#else
+    if (f->owner >= FRAME_OWNED_BY_CSTACK)
+        return 1;
+#endif
+    PyObject *exe = CODE_OF(f);
+    return !exe || !PyCode_Check(exe) || _PyFrame_IsIncomplete(f);
 }
 #else
 #define INSTR(f) ((intptr_t)(f)->prev_instr)
-#define CODE_OF(f) ((f)->f_code)
 static frame_t *first_frame(const PyThreadState *ts)
 {
     return ts->cframe ? ts->cframe->current_frame : NULL;
@@ -87,7 +161,6 @@ static int skipped(frame_t *f)
 }
 #endif
 static frame_t *next_frame(frame_t *f) { return f->previous; }
-static PyCodeObject *code_of(frame_t *f) { return (PyCodeObject *)CODE_OF(f); }
 static int live_line(frame_t *f)
 {
     return PyCode_Addr2Line(code_of(f), _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT));
@@ -102,8 +175,9 @@ typedef PyFrameObject frame_t;
 #else
 #define LASTI_UNIT 1
 #endif
-static int line_at(PyCodeObject *code, intptr_t at)
+static int line_at(frame_t *f, intptr_t at)
 {
+    PyCodeObject *code = f->f_code;
     if (at < 0 || at * LASTI_UNIT >= PyBytes_GET_SIZE(code->co_code))
         return -1;
     return PyCode_Addr2Line(code, (int)(at * LASTI_UNIT));
@@ -134,6 +208,8 @@ static int peeked_at(frame_t *f, const calx_peek *pk)
 
 int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out, int max)
 {
+    if (layout_problem)
+        return 0;
     frame_t *f = first_frame(ts);
     int i = -1; /* the index in the peek of the frame f, or -1 */
     if (at && at->n > 0) {
@@ -150,22 +226,39 @@ int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out, 
     for (; f && n < max; f = next_frame(f), i = i >= 0 && i + 1 < at->n ? i + 1 : -1) {
         if (skipped(f))
             continue;
-        PyCodeObject *code = code_of(f);
-        int line = i >= 0 ? line_at(code, at->f[i].at) : -1;
-        out[n].code = code;
+        int line = i >= 0 ? line_at(f, at->f[i].at) : -1;
+        out[n].code = code_of(f);
         out[n].line = line >= 0 ? line : live_line(f);
         n++;
     }
     return n;
 }
 
+/* What the peek copies of a frame (up to its locals) and, from 3.13 on,
+   where it finds the fields it keeps: the runtime's _Py_DebugOffsets, once
+   calx_layout_check has found them equal to the headers'. */
+static struct {
+    size_t copy, previous, executable, instr;
+} peek_at = {offsetof(frame_t, FRAME_LOCALS), 0, 0, 0};
+
 static int peek_off; /* process_vm_readv is not allowed here */
 static cal_vmread peek_window; /* the sampler thread's only */
+
+#if PY_VERSION_HEX >= 0x030D0000
+static uintptr_t word_at(const char *raw, size_t off)
+{
+    uintptr_t w;
+    if (off + sizeof w > sizeof(frame_t))
+        return 0;
+    memcpy(&w, raw + off, sizeof w);
+    return w;
+}
+#endif
 
 void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
 {
     out->n = 0;
-    if (!ts || __atomic_load_n(&peek_off, __ATOMIC_RELAXED))
+    if (!ts || layout_problem || __atomic_load_n(&peek_off, __ATOMIC_RELAXED))
         return;
     int saved = errno;
     cal_vmread *w = &peek_window;
@@ -173,32 +266,86 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
     /* The thread state outlives the thread's frames; its fields are read
        as they are. */
 #if PY_VERSION_HEX >= 0x030D0000
-    frame_t *f = __atomic_load_n(&ts->current_frame, __ATOMIC_RELAXED);
+    const void *f = __atomic_load_n(&ts->current_frame, __ATOMIC_RELAXED);
     int rc = 0;
 #elif PY_VERSION_HEX >= 0x030B0000
     _PyCFrame *cf = __atomic_load_n(&ts->cframe, __ATOMIC_RELAXED);
-    frame_t *f = NULL;
+    const void *f = NULL;
     int rc = cf ? cal_vmread_sigsafe(w, &cf->current_frame, &f, sizeof(f)) : -1;
 #else
-    frame_t *f = __atomic_load_n(&ts->frame, __ATOMIC_RELAXED);
+    const void *f = __atomic_load_n(&ts->frame, __ATOMIC_RELAXED);
     int rc = 0;
 #endif
+    union {
+        frame_t fr;
+        char raw[sizeof(frame_t)];
+    } u;
     for (int k = 0; rc == 0 && f && k < CALX_PEEK_FRAMES; k++) {
-        union {
-            frame_t fr;
-            char raw[sizeof(frame_t)];
-        } u;
-        if ((rc = cal_vmread_sigsafe(w, f, &u, offsetof(frame_t, FRAME_LOCALS))) != 0)
+        if ((rc = cal_vmread_sigsafe(w, f, u.raw, peek_at.copy)) != 0)
             break;
         out->f[k].frame = f;
+#if PY_VERSION_HEX >= 0x030D0000
+        /* 3.14's tagged reference: the pointer is the word less its tag
+           (the same on 3.13, whose word is the pointer). */
+        out->f[k].code = (const void *)(word_at(u.raw, peek_at.executable) & ~(uintptr_t)7);
+        out->f[k].at = (intptr_t)word_at(u.raw, peek_at.instr);
+        f = (const void *)word_at(u.raw, peek_at.previous);
+#else
         out->f[k].code = CODE_OF(&u.fr);
         out->f[k].at = INSTR(&u.fr);
-        out->n = k + 1;
         f = next_frame(&u.fr);
+#endif
+        out->n = k + 1;
     }
     if (rc != 0 && (errno == ENOSYS || errno == EPERM))
         __atomic_store_n(&peek_off, 1, __ATOMIC_RELAXED);
     errno = saved;
+}
+
+int calx_layout_check(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    /* The runtime's own description of its layout: the first member of
+       _PyRuntime, for debuggers and out-of-process profilers. */
+    const _Py_DebugOffsets *d = &_PyRuntime.debug_offsets;
+    static char why[160];
+    uint64_t built = PY_VERSION_HEX & ~(uint64_t)0xFF, running = d->version & ~(uint64_t)0xFF;
+    if (memcmp(d->cookie, _Py_Debug_Cookie, sizeof(d->cookie)) != 0) {
+        layout_problem = "the interpreter publishes no _Py_DebugOffsets";
+        return -1;
+    }
+    if ((running >> 16) != (built >> 16)) {
+        snprintf(why, sizeof why, "built for CPython %d.%d, running on %d.%d",
+                 (int)(built >> 24), (int)((built >> 16) & 0xFF),
+                 (int)(running >> 24), (int)((running >> 16) & 0xFF));
+        layout_problem = why;
+        return -1;
+    }
+    struct { const char *name; uint64_t runtime, ours; } fields[] = {
+        {"thread_state.current_frame", d->thread_state.current_frame, offsetof(PyThreadState, current_frame)},
+        {"thread_state.thread_id", d->thread_state.thread_id, offsetof(PyThreadState, thread_id)},
+        {"interpreter_frame.previous", d->interpreter_frame.previous, offsetof(frame_t, previous)},
+        {"interpreter_frame.executable", d->interpreter_frame.executable, offsetof(frame_t, f_executable)},
+        {"interpreter_frame.instr_ptr", d->interpreter_frame.instr_ptr, offsetof(frame_t, instr_ptr)},
+        {"interpreter_frame.localsplus", d->interpreter_frame.localsplus, offsetof(frame_t, localsplus)},
+        {"interpreter_frame.owner", d->interpreter_frame.owner, offsetof(frame_t, owner)},
+        {"code_object.co_code_adaptive", d->code_object.co_code_adaptive, offsetof(PyCodeObject, co_code_adaptive)},
+    };
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+        if (fields[k].runtime != fields[k].ours) {
+            snprintf(why, sizeof why, "the interpreter's %s is at %llu, not %llu as in the headers "
+                     "calipers was built with", fields[k].name,
+                     (unsigned long long)fields[k].runtime, (unsigned long long)fields[k].ours);
+            layout_problem = why;
+            return -1;
+        }
+    }
+    peek_at.copy = d->interpreter_frame.localsplus;
+    peek_at.previous = d->interpreter_frame.previous;
+    peek_at.executable = d->interpreter_frame.executable;
+    peek_at.instr = d->interpreter_frame.instr_ptr;
+#endif
+    return 0;
 }
 
 void calx_poke_main_thread_sigsafe(void)
@@ -254,6 +401,75 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
 #endif
 }
 
+int64_t calx_pymalloc_arena_bytes(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out)
+        return 0;
+    int have = _PyObject_DebugMallocStats(out);
+    fclose(out);
+    int64_t bytes = 0;
+    /* "N arenas * M bytes/arena = X,XXX,XXX" (0 when pymalloc is off). */
+    const char *at = have && text ? strstr(text, " bytes/arena") : NULL;
+    if (at && (at = strchr(at, '='))) {
+        for (at++; *at; at++) {
+            if (*at >= '0' && *at <= '9')
+                bytes = bytes * 10 + (*at - '0');
+            else if (*at != ',' && *at != ' ')
+                break;
+        }
+    }
+    free(text);
+    return bytes;
+}
+
+#else /* !CALX_KNOWN_LAYOUT: an interpreter newer than this file */
+
+/* Nothing of the interpreter's internals is read: no frames (time and
+   memory go to the run and its threads, not to lines), no GIL holder (the
+   watcher sees the GIL as free), no pymalloc statistics.  Thread states
+   are iterated under the GIL alone: it keeps them from being unlinked
+   (that happens with the GIL held) but not from being added, which
+   happens at the head of the list, after the new one is initialised. */
+int calx_layout_check(void)
+{
+    static char why[96];
+    snprintf(why, sizeof why, "calipers knows the frame layouts of CPython 3.9 to 3.%d, not %d.%d",
+             CALX_NEWEST_KNOWN_MINOR, PY_MAJOR_VERSION, PY_MINOR_VERSION);
+    layout_problem = why;
+    return -1;
+}
+
+int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out, int max)
+{
+    (void)ts, (void)at, (void)out, (void)max;
+    return 0;
+}
+
+void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
+{
+    (void)ts;
+    out->n = 0;
+}
+
+void calx_poke_main_thread_sigsafe(void) {}
+void calx_threads_lock(void) {}
+void calx_threads_unlock(void) {}
+
+PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
+{
+    (void)interp;
+    return NULL;
+}
+
+int64_t calx_pymalloc_arena_bytes(void) { return 0; }
+
+#endif /* CALX_KNOWN_LAYOUT */
+
+const char *calx_layout_problem(void) { return layout_problem; }
+
 int calx_thread_ident_sigsafe(struct cal_vmread *w, const PyThreadState *ts,
                               unsigned long *ident)
 {
@@ -278,28 +494,4 @@ PyThreadState *calx_current_if_gil_held(void)
     PyThreadState *cur = _PyThreadState_UncheckedGet();
 #endif
     return cur == mine ? mine : NULL;
-}
-
-int64_t calx_pymalloc_arena_bytes(void)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    if (!out)
-        return 0;
-    int have = _PyObject_DebugMallocStats(out);
-    fclose(out);
-    int64_t bytes = 0;
-    /* "N arenas * M bytes/arena = X,XXX,XXX" (0 when pymalloc is off). */
-    const char *at = have && text ? strstr(text, " bytes/arena") : NULL;
-    if (at && (at = strchr(at, '='))) {
-        for (at++; *at; at++) {
-            if (*at >= '0' && *at <= '9')
-                bytes = bytes * 10 + (*at - '0');
-            else if (*at != ',' && *at != ' ')
-                break;
-        }
-    }
-    free(text);
-    return bytes;
 }

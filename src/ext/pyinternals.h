@@ -1,7 +1,8 @@
 /*
  * pyinternals — everything that reads CPython's private structures, one
- * implementation per supported version (3.9 to 3.13), selected at compile
- * time against that version's own internal headers.
+ * implementation per supported version (3.9 to 3.14), selected at compile
+ * time against that version's own internal headers.  A newer interpreter
+ * builds and loads without them, and reads no frames (calx_layout_problem).
  *
  * Frame walking never allocates, never creates frame objects, never calls
  * back into Python: PyThreadState_GetFrame()/PyFrame_GetBack() would build
@@ -11,6 +12,17 @@
 #define CALX_PYINTERNALS_H
 
 #include <Python.h>
+
+/* Check, once at import and before any other function here is used, that
+   the layouts this extension was compiled with are the running
+   interpreter's (from 3.13 on against its _Py_DebugOffsets).  Returns 0,
+   or -1 when frames must not be read: then calx_thread_frames finds none,
+   the peek sees none, and calx_layout_problem() says why.  Caller holds
+   the GIL. */
+int calx_layout_check(void);
+
+/* Why frames are not read (one clause, no trailing full stop), or NULL. */
+const char *calx_layout_problem(void);
 
 typedef struct calx_frame {
     PyCodeObject *code; /* borrowed */
