@@ -25,6 +25,7 @@
  *     rounded to it.
  */
 #include "cal_merge.h"
+#include "cal_leak.h"
 
 #include "cal_report.h"
 
@@ -417,7 +418,7 @@ int cal_merge_add(cal_profile *p, const cal_jv *root, double start_unix, char *e
         snprintf(err, cap, "not a %s profile", CAL_SCHEMA);
         return -1;
     }
-    cal_report_settle_leaks(p);
+    cal_leak_settle(p);
     cal_process *p0 = cal_profile_process_mut(p, 0);
     if (cal_profile_nprocesses(p) == 1 && cal_profile_memory_at(p)->enabled)
         p0->peak = cal_profile_memory_at(p)->peak; /* before the sums raise it */

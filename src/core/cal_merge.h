@@ -15,7 +15,7 @@
 #include "cal_profile.h"
 
 /* Add `root`, a calipers/1 profile, as new processes of p (first settling
-   p's own leaks, cal_report_settle_leaks).  start_unix is
+   p's own leaks, cal_leak_settle).  start_unix is
    the time process 0's profiling started (seconds since the epoch): the
    child's timelines are shifted by the difference.  On success return 0;
    on error (not a profile, memory ran out part way) return -1 and write a

@@ -46,12 +46,6 @@ typedef struct cal_meta {
    notes go into the JSON "notes" array and into the summary. */
 size_t cal_report_notes(const cal_profile *p, const cal_meta *m, cal_buf *out);
 
-/* Judge process 0's lines for leaks and put those found in the profile's
-   leak list (cal_profile_leak_add), for good: before other processes are
-   merged into its lines (cal_merge.h).  Until then the writer judges them
-   afresh each time.  Idempotent. */
-void cal_report_settle_leaks(cal_profile *p);
-
 /* Append the JSON profile to `out`. */
 void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out);
 
