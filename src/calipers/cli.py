@@ -34,7 +34,8 @@ exactly as under `python script.py`: same arguments, output and exit status.
 
 options (before the script; everything after it is the program's):
   -o, --outfile FILE        write the JSON profile to FILE
-                            (default: calipers-profile.json)
+                            (default: calipers-profile.json); -o - writes
+                            it to standard output, at the end
   --interval TIME           mean sampling interval, randomised (default 10ms);
                             a number of seconds or with a unit: 5ms, 500us
   --profile-all             profile every file, the standard library and
