@@ -154,13 +154,14 @@ def create_private(path, dir_fd=None):
     os.close(os.open(path, _CREATE, 0o600, dir_fd=dir_fd))
 
 
-def target_problem(path):
-    """Why calipers will not replace `path` with a file of its own, as a
-    phrase ("it is a symbolic link"), or None when it is a regular file or
-    absent, or cannot be looked at (a name too long, a directory on the
-    way missing: the write itself then fails and says so)."""
+def target_problem(path, dir_fd=None):
+    """Why calipers will not replace `path` (relative to dir_fd if given)
+    with a file of its own, as a phrase ("it is a symbolic link"), or None
+    when it is a regular file or absent, or cannot be looked at (a name too
+    long, a directory on the way missing: the write itself then fails and
+    says so)."""
     try:
-        mode = os.lstat(path).st_mode
+        mode = os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode
     except (OSError, ValueError):
         return None
     if stat.S_ISREG(mode):
@@ -195,12 +196,12 @@ def write_file(path, data):
     (target_problem says why), or on any failure; no temporary file is
     left behind."""
     directory, base = os.path.split(os.path.abspath(path))
-    problem = target_problem(path)
-    if problem:
-        raise OSError(0, problem, path)
     dir_fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     tmp = None
     try:
+        problem = target_problem(base, dir_fd)
+        if problem:
+            raise OSError(0, problem, path)
         for _ in range(100):
             tmp = ".calipers-%s.tmp" % os.urandom(6).hex()
             try:
@@ -217,7 +218,7 @@ def write_file(path, data):
             os.fchmod(fd, new_mode())
         finally:
             os.close(fd)
-        problem = target_problem(path)  # again: the file may have changed meanwhile
+        problem = target_problem(base, dir_fd)  # again: it may have changed meanwhile
         if problem:
             raise OSError(0, problem, path)
         os.rename(tmp, base, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
