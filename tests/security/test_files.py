@@ -365,10 +365,15 @@ import json, os, subprocess, sys, time
 environ = open("/proc/self/environ", "rb").read().split(b"\\0")
 config = [e for e in environ if e.startswith(b"CALIPERS_CONFIG=")][0].decode()
 run_dir = dict(f.partition("=")[::2] for f in config.split("\\x1e"))["run_dir"]
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"])
-time.sleep(1)
+go = sys.argv[1] + ".go"
+child = subprocess.Popen([sys.executable, "-c", "import os, sys, time\\n"
+                          "while not os.path.exists(sys.argv[1]): time.sleep(0.01)", go])
+deadline = time.time() + 60
+while not any(n.endswith(".run") for n in os.listdir(run_dir)) and time.time() < deadline:
+    time.sleep(0.01)  # the child has started profiling (its marker)
 modes = {n: os.stat(os.path.join(run_dir, n)).st_mode & 0o777 for n in os.listdir(run_dir)}
 modes["."] = os.stat(run_dir).st_mode & 0o777
+open(go, "w").close()
 child.wait()
 json.dump(modes, open(sys.argv[1], "w"))
 """
