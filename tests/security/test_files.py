@@ -242,7 +242,8 @@ def test_a_device_of_our_own_is_not_replaced(tmp_path):
     late = tmp_path / "late"
     prog.write_text("import os, stat\nos.mknod(%r, 0o666 | stat.S_IFCHR, os.makedev(1, 3))\n"
                     "sum(range(10**6))\n" % str(late))
-    proc = calipers("run", "--no-report", "-o", str(late), str(prog), cwd=tmp_path)
+    proc = calipers("run", "--no-report", "-o", str(late), str(prog), cwd=tmp_path,
+                    env={"TMPDIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     assert stat.S_ISCHR(os.lstat(late).st_mode)
     assert "it is a character device" in proc.stderr and "it is in " in proc.stderr
