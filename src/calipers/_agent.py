@@ -19,6 +19,7 @@ handle (signals.c).
 import _thread
 import atexit
 import os
+import stat
 import sys
 import time
 
@@ -118,17 +119,147 @@ def switch_path(run_dir):
     return os.path.join(run_dir, "off") if run_dir else None
 
 
-def set_switch_file(run_dir, on):
-    """Remove (on) or create (off) the run's switch file; OSError if the
-    run directory cannot be written."""
+def set_switch_file(run_dir, on, dir_fd=None):
+    """Remove (on) or create (off) the run's switch file, in `run_dir` or
+    in the directory open as `dir_fd` (`calipers off PID`, which has
+    checked it); OSError if the run directory cannot be written.  The
+    file is created exclusively and never through a symbolic link: any
+    entry by that name means off (sampler.c looks with lstat)."""
+    path = "off" if dir_fd is not None else switch_path(run_dir)
     try:
         if on:
-            os.unlink(switch_path(run_dir))
+            os.unlink(path, dir_fd=dir_fd)
         else:
-            with open(switch_path(run_dir), "wb"):
-                pass
-    except FileNotFoundError:
+            create_private(path, dir_fd)
+    except (FileNotFoundError, FileExistsError):
         pass
+
+
+# ---- Files calipers creates (docs/INTERNALS.md, "Files calipers creates") ----
+#
+# calipers may run as root in directories others can write to, so every
+# file it creates is created exclusively (O_EXCL|O_NOFOLLOW: never through
+# a symbolic link, never a file that was there), readable by its owner
+# only, and a file it replaces is replaced whole by a rename, only if it is
+# a regular file.  The engine's writer (cal_buf_write_file) and
+# write_file() below follow the same rule.
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def create_private(path, dir_fd=None):
+    """Create the empty file `path` (relative to dir_fd if given), mode
+    0600; FileExistsError if there is anything by that name, a symbolic
+    link included."""
+    os.close(os.open(path, _CREATE, 0o600, dir_fd=dir_fd))
+
+
+def target_problem(path, dir_fd=None):
+    """Why calipers will not replace `path` (relative to dir_fd if given)
+    with a file of its own, as a phrase ("it is a symbolic link"), or None
+    when it is a regular file or absent, or cannot be looked at (a name too
+    long, a directory on the way missing: the write itself then fails and
+    says so)."""
+    try:
+        mode = os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    for test, kind in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return "it is " + kind
+    return "it is not a regular file"
+
+
+def new_mode():
+    """The mode a file created with 0666 gets under this process's umask,
+    read from /proc/self/status (os.umask cannot read it without setting
+    it, which races with the program's threads); 0600 if unknown."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o600
+
+
+def write_file(path, data):
+    """Replace the file `path` whole with `data` (bytes), as the engine's
+    writer does (cal_buf.h): an exclusively created temporary file with a
+    random name in the same directory, mode 0600 until complete, renamed
+    over `path`.  OSError if `path` is not a regular file or absent
+    (target_problem says why), or on any failure; no temporary file is
+    left behind."""
+    directory, base = os.path.split(os.path.abspath(path))
+    dir_fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    tmp = None
+    try:
+        problem = target_problem(base, dir_fd)
+        if problem:
+            raise OSError(0, problem, path)
+        for _ in range(100):
+            tmp = ".calipers-%s.tmp" % os.urandom(6).hex()
+            try:
+                fd = os.open(tmp, _CREATE, 0o600, dir_fd=dir_fd)
+                break
+            except FileExistsError:
+                tmp = None
+        if tmp is None:
+            raise FileExistsError(17, "no free temporary name", directory)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, new_mode())
+        finally:
+            os.close(fd)
+        problem = target_problem(base, dir_fd)  # again: it may have changed meanwhile
+        if problem:
+            raise OSError(0, problem, path)
+        os.rename(tmp, base, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        tmp = None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except OSError:
+                pass
+        os.close(dir_fd)
+
+
+def _open_regular(path):
+    """Open `path` for reading if it is a regular file, never through a
+    symbolic link, never waiting on a FIFO; OSError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(0, "not a regular file", path)
+    return open(fd, "rb")
+
+
+def _write_stdout(text):
+    """`-o -`: the profile on the process's standard output, after
+    everything the program wrote there (its buffered output flushed
+    first).  OSError if it cannot be written (closed, a broken pipe)."""
+    for stream in (sys.stdout, sys.__stdout__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # noqa: BLE001 - the program's stream, in any state
+            pass
+    view = memoryview(text.encode("utf-8", "surrogateescape"))
+    while view:
+        try:
+            view = view[os.write(1, view):]
+        except InterruptedError:
+            continue
+        except BlockingIOError:  # the program made its standard output non-blocking
+            time.sleep(0.001)
 
 
 def switch(on):
@@ -249,8 +380,7 @@ def _begin(start_engine):
     _calipers.watch_signals(_on_signal)
     if _is_child() and not _state.get("server"):
         try:
-            with open(_part_path(".run"), "wb"):
-                pass
+            create_private(_part_path(".run"))
         except OSError:
             pass
 
@@ -476,6 +606,8 @@ def _periodic(reason):
     try:
         if _state.get("finished") or _is_child():
             return
+        if _state.get("outfile") == "-":
+            return  # standard output gets the profile once, at the end
         _calipers.snapshot()
         meta = _meta()
         meta["notes"] = list(meta["notes"]) + [
@@ -603,7 +735,8 @@ def _finish(end="exit", signum=0):
                     _write_part()
                 if _state.get("run_dir"):
                     _merge_children(consume=not _state.get("successor"))
-                _write_main(report=not _state.get("successor"))
+                _write_main(report=not _state.get("successor"),
+                            stdout=not _state.get("successor"))
             else:
                 if _state.get("run_dir"):
                     _merge_children()
@@ -646,7 +779,7 @@ def _merge_children(consume=True):
         path = os.path.join(run_dir, name)
         if name.endswith(".json"):
             try:
-                with open(path, "rb") as f:
+                with _open_regular(path) as f:
                     _calipers.merge(f.read(), _state["start_unix"])
             except (OSError, ValueError):
                 corrupt += 1
@@ -687,32 +820,44 @@ def _merge_children(consume=True):
                         "was" if corrupt == 1 else "were"))
 
 
-def _write_main(report=True):
+def _write_main(report=True, stdout=True):
+    """Write the profile (to `outfile`; with `-o -` to standard output,
+    unless `stdout` is false: a Python program exec'd after this one
+    writes it there at its end), the HTML report, and print the report.
+    A profile that cannot be written where asked goes to a private
+    directory (fallback_path) rather than be lost."""
     meta = _meta()
     outfile = _state.get("outfile") or "calipers-profile.json"
     written = text = None
     try:
-        text = _calipers.write_json(outfile, meta)
-        written = outfile
+        if outfile == "-":
+            text = _calipers.json(meta)
+            if stdout:
+                _write_stdout(text)
+                written = "standard output"
+        else:
+            text = _calipers.write_json(outfile, meta)
+            written = outfile
     except OSError as exc:
-        import tempfile
-
-        fallback = os.path.join(tempfile.gettempdir(), "calipers-profile-%d.json" % os.getpid())
+        why = (target_problem(outfile) if outfile != "-" else None) or exc.strerror or exc
+        where = "standard output" if outfile == "-" else outfile
         try:
+            fallback = fallback_path()
             text = _calipers.write_json(fallback, meta)
+            os.chmod(fallback, 0o600)
             written = fallback
-            _say("calipers: could not write %s (%s); profile saved to %s\n"
-                 % (outfile, exc.strerror or exc, fallback))
+            _say("calipers: could not write the profile to %s (%s); it is in %s\n"
+                 % (where, why, fallback))
         except OSError as exc2:
-            _say("calipers: could not write the profile: %s\n" % (exc2,))
+            _say("calipers: could not write the profile to %s (%s), nor to a private "
+                 "directory: %s\n" % (where, why, exc2))
     _state["written"] = written
     if text is None:
         text = _calipers.json(meta)
     html = _state.get("html")
     if html:
         try:
-            with open(html, "w", encoding="utf-8") as f:
-                f.write(_calipers.render_html(text))
+            write_file(html, _calipers.render_html(text).encode("utf-8"))
         except OSError as exc:
             _say("calipers: could not write %s: %s\n" % (html, exc.strerror or exc))
             html = None
@@ -722,3 +867,14 @@ def _write_main(report=True):
         if html:
             report += "calipers: HTML report written to %s\n" % html
         _say(report)
+
+
+def fallback_path():
+    """Where a profile goes when it cannot be written where asked: a new
+    directory of the user's own (mode 0700, created exclusively with a
+    random name by mkdtemp) in the temporary directory, never a name
+    someone else could have created first."""
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="calipers-profile-")
+    return os.path.join(directory, "calipers-profile-%d.json" % os.getpid())

@@ -34,7 +34,8 @@ exactly as under `python script.py`: same arguments, output and exit status.
 
 options (before the script; everything after it is the program's):
   -o, --outfile FILE        write the JSON profile to FILE
-                            (default: calipers-profile.json)
+                            (default: calipers-profile.json); -o - writes
+                            it to standard output, at the end
   --interval TIME           mean sampling interval, randomised (default 10ms);
                             a number of seconds or with a unit: 5ms, 500us
   --profile-all             profile every file, the standard library and
@@ -303,23 +304,60 @@ def check_module(name):
         raise InputError("No module named %r" % top, 1)
 
 
-def check_outfile(path, option="--outfile", what="the profile"):
-    """Fail now, not at exit, if the file cannot be written: try it."""
+def check_outfile(path, option="--outfile", what="the profile", stdout=False):
+    """Fail now, not at exit, if calipers will not or cannot write the file
+    (docs/INTERNALS.md, "Files calipers creates"): it must be a regular
+    file or absent, with a name the system accepts, in a directory where
+    a file can be created (tried: a temporary file created exclusively and
+    removed) and, in a sticky directory, ours to replace.  With `stdout`,
+    "-" means standard output.  Creates nothing and follows no symbolic
+    link at `path`."""
+    from calipers import _agent
+
+    if stdout and path == "-":
+        return path
     path = os.path.abspath(path)
-    if os.path.isdir(path):
-        raise UsageError("%s %s is a directory" % (option, path))
     directory = os.path.dirname(path)
+    if len(os.fsencode(path)) >= 4096:  # PATH_MAX: the directory cannot even be looked at
+        raise UsageError("cannot write %s to %s...: file name too long" % (what, path[:60]))
+    problem = _agent.target_problem(path)
+    if problem == "it is a directory":
+        raise UsageError("%s %s is a directory" % (option, path))
+    if problem:
+        hint = (" (-o - writes it to standard output)"
+                if stdout and problem in ("it is a FIFO", "it is a character device") else "")
+        raise UsageError("will not write %s to %s: %s, and calipers replaces only regular "
+                         "files%s" % (what, path, problem, hint))
     if not os.path.isdir(directory):
         raise UsageError("cannot write %s to %s: no such directory" % (what, path))
-    existed = os.path.exists(path)
     try:
-        with open(path, "a"):
-            pass
+        dir_fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            probe = ".calipers-%s.tmp" % os.urandom(6).hex()
+            _agent.create_private(probe, dir_fd)
+            os.unlink(probe, dir_fd=dir_fd)
+            # rename(2) over the file at exit: in a sticky directory (/tmp)
+            # only the file's or the directory's owner may.
+            uid = os.geteuid()
+            st = os.stat(directory)
+            if uid != 0 and st.st_mode & 0o1000 and st.st_uid != uid:
+                try:
+                    owner = os.lstat(path).st_uid
+                except FileNotFoundError:
+                    owner = uid
+                if owner != uid:
+                    raise PermissionError(1, "it belongs to another user, in a sticky "
+                                             "directory")
+            # The longest name the file system takes (the probe's is shorter).
+            try:
+                os.lstat(path)
+            except FileNotFoundError:
+                pass
+        finally:
+            os.close(dir_fd)
     except OSError as exc:
         raise UsageError("cannot write %s to %s: %s"
                          % (what, path, (exc.strerror or str(exc)).lower()))
-    if not existed:
-        os.unlink(path)
     return path
 
 
@@ -369,17 +407,105 @@ def interpreter_flags():
     return args
 
 
+#: Run directories are named RUN_PREFIX + "<pid>-<pid namespace>-<random>":
+#: the pid of the main process, so that a later run can tell the run has
+#: ended (clean_stale_run_dirs).
+RUN_PREFIX = "calipers-run-"
+
+
+def pid_namespace():
+    """This process's pid namespace (its inode number), or 0 if unknown: a
+    pid means something only within its namespace (containers sharing
+    /tmp)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
 def run_directory():
     """Where the children of the run leave their profiles for the main
     process to merge, and `calipers dump` its requests (removed by the main
-    process at the end)."""
+    process at the end): a new directory, mode 0700, created exclusively
+    with a random name (mkdtemp) in the temporary directory, after
+    removing those that runs killed before their end left there."""
     import tempfile
 
+    tmp = tempfile.gettempdir()
+    ns = pid_namespace()
+    clean_stale_run_dirs(tmp, ns)
     try:
-        return tempfile.mkdtemp(prefix="calipers-run-")
+        return tempfile.mkdtemp(prefix="%s%d-%d-" % (RUN_PREFIX, os.getpid(), ns), dir=tmp)
     except OSError as exc:
         fail("cannot create a directory for child processes' profiles in %s: %s "
-             "(set TMPDIR, or use --no-follow)" % (tempfile.gettempdir(), exc.strerror), 1)
+             "(set TMPDIR, or use --no-follow)" % (tmp, exc.strerror), 1)
+
+
+def clean_stale_run_dirs(tmp, ns):
+    """Remove the run directories in `tmp` that runs ended by SIGKILL (or a
+    crash) left behind: only directories (never a symbolic link) owned by
+    this user, named by run_directory in this pid namespace, whose main
+    process is gone.  Everything is done relative to descriptors, never
+    following a link; what cannot be removed is left alone, silently.
+    Directories of older calipers versions (no pid in the name) are not
+    recognised."""
+    if not ns:
+        return
+    uid = os.geteuid()
+    try:
+        tmp_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for name in os.listdir(tmp_fd):
+            if not name.startswith(RUN_PREFIX):
+                continue
+            fields = name[len(RUN_PREFIX):].split("-", 2)
+            if len(fields) != 3 or not fields[0].isdigit() or fields[1] != str(ns):
+                continue
+            pid = int(fields[0])
+            if pid == os.getpid() or process_exists(pid):
+                continue
+            remove_run_dir(tmp_fd, name, uid)
+    except OSError:
+        pass
+    finally:
+        os.close(tmp_fd)
+
+
+def process_exists(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's: alive
+    return True
+
+
+def remove_run_dir(tmp_fd, name, uid):
+    """Remove the run directory `name` in tmp_fd if it is a directory
+    owned by `uid`, with the files in it (a run directory holds no
+    subdirectory; unlink never follows a link)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     dir_fd=tmp_fd)
+    except OSError:
+        return  # a symbolic link, not a directory, gone, not ours to read
+    try:
+        if os.fstat(fd).st_uid != uid:
+            return
+        for entry in os.listdir(fd):
+            try:
+                os.unlink(entry, dir_fd=fd)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(name, dir_fd=tmp_fd)
+    except OSError:
+        pass
 
 
 def run(args):
@@ -392,8 +518,11 @@ def run(args):
         check_script(target)
     else:
         check_module(target)
-    outfile = check_outfile(opts["outfile"])
+    outfile = check_outfile(opts["outfile"], stdout=True)
     html = check_outfile(opts["html"], "--html", "the HTML report") if opts["html"] else None
+    if outfile == "-" and opts["profile_interval"]:
+        raise UsageError("--profile-interval needs a file: with -o - the profile is written "
+                         "to standard output once, at the end")
 
     cwd = os.getcwd()
     argv = [target if kind == "script" else "-m " + target] + program_args
@@ -517,8 +646,7 @@ def view(args):
         raise InputError("%s: %s" % (path, exc), 1)
     if html:
         try:
-            with open(html, "w", encoding="utf-8") as f:
-                f.write(page)
+            _agent.write_file(html, page.encode("utf-8"))
         except OSError as exc:
             raise InputError("cannot write %s: %s" % (html, exc.strerror or exc), 2)
         sys.stderr.write("calipers: HTML report written to %s\n" % html)
@@ -532,7 +660,13 @@ def view(args):
 
 def control_dir(pid, command):
     """The run directory of the profiled program with that PID (its main
-    process), found in the environment it was started with."""
+    process), found in the environment it was started with, open (a
+    descriptor) once checked: that environment is the program's to
+    write, so the directory is used only if it is a real directory (not a
+    symbolic link) owned by us, or by the program's user when we are
+    root, and writable by nobody else.  Returns (descriptor, config)."""
+    import errno
+
     from calipers import _agent
 
     try:
@@ -546,15 +680,56 @@ def control_dir(pid, command):
     if not raw:
         raise InputError("process %d is not running under calipers" % pid, 1)
     config = _agent.decode_config(raw[0].decode("utf-8", "replace"))
-    main_pid = int(config.get("main_pid") or 0)
+    try:
+        main_pid = int(config.get("main_pid") or 0)
+    except ValueError:
+        main_pid = 0
     if main_pid != pid:
         raise InputError("process %d is a child process of a calipers run; use its main "
                          "process (calipers %s %d)" % (pid, command, main_pid), 1)
-    run_dir = config.get("run_dir")
-    if not run_dir or not os.path.isdir(run_dir):
+    run_dir = config.get("run_dir") or ""
+    if not os.path.isabs(run_dir):
         raise InputError("process %d has no calipers control directory (it is ending, or an "
                          "older calipers started it)" % pid, 1)
-    return run_dir, config
+    try:
+        fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InputError("process %d has no calipers control directory (it is ending, or an "
+                         "older calipers started it)" % pid, 1)
+    except OSError as exc:
+        raise InputError("will not use the control directory of process %d, %s: %s"
+                         % (pid, printable(run_dir), "it is not a directory (a symbolic link?)"
+                            if exc.errno in (errno.ELOOP, errno.ENOTDIR)
+                            else (exc.strerror or str(exc)).lower()), 1)
+    st = os.fstat(fd)
+    owners = {os.geteuid()}
+    if os.geteuid() == 0:
+        owners.add(process_uid(pid))
+    if st.st_uid not in owners or st.st_mode & 0o022:
+        os.close(fd)
+        why = ("it belongs to uid %d, not to %s" % (st.st_uid, " or ".join(
+            "uid %d" % u for u in sorted(owners))) if st.st_uid not in owners
+            else "others may write to it (mode %o)" % (st.st_mode & 0o777))
+        raise InputError("will not use the control directory of process %d, %s: %s"
+                         % (pid, printable(run_dir), why), 1)
+    return fd, config
+
+
+def process_uid(pid):
+    """The effective uid of process `pid` (-1 if it cannot be read)."""
+    try:
+        with open("/proc/%d/status" % pid, "rb") as f:
+            for line in f:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[2])
+    except (OSError, ValueError, IndexError):
+        pass
+    return -1
+
+
+def printable(text):
+    """`text` (read from another process) safe to print on a terminal."""
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def pid_argument(args, command):
@@ -564,23 +739,39 @@ def pid_argument(args, command):
 
 
 def dump(args):
-    """calipers dump PID: ask a running profiled program for its profile."""
+    """calipers dump PID: ask a running profiled program for its profile,
+    with a request file created in its (checked) run directory."""
     import time
 
     from calipers import _agent
 
     pid = pid_argument(args, "dump")
-    run_dir, config = control_dir(pid, "dump")
-    request = _agent.request_path(run_dir)
-    outfile = config.get("outfile") or "calipers-profile.json"
-    with open(request, "wb"):
-        pass
-    deadline = time.time() + 10
-    while os.path.exists(request):
-        if time.time() > deadline:
-            raise InputError("process %d did not answer within 10 s" % pid, 1)
-        time.sleep(0.05)
-    sys.stderr.write("calipers: profile of process %d written to %s\n" % (pid, outfile))
+    dir_fd, config = control_dir(pid, "dump")
+    try:
+        outfile = config.get("outfile") or "calipers-profile.json"
+        if outfile == "-":
+            raise InputError("process %d writes its profile to standard output, once, at its "
+                             "end (-o -): it cannot be written while it runs" % pid, 1)
+        request = os.path.basename(_agent.request_path("."))
+        try:
+            _agent.create_private(request, dir_fd)
+        except FileExistsError:
+            pass  # a request is waiting already: wait for it with the other
+        except OSError as exc:
+            raise InputError("cannot ask process %d: %s" % (pid, exc.strerror or exc), 1)
+        deadline = time.time() + 10
+        while True:
+            try:
+                os.stat(request, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                break
+            if time.time() > deadline:
+                raise InputError("process %d did not answer within 10 s" % pid, 1)
+            time.sleep(0.05)
+    finally:
+        os.close(dir_fd)
+    sys.stderr.write("calipers: profile of process %d written to %s\n"
+                     % (pid, printable(outfile)))
 
 
 def switch(args, on):
@@ -590,11 +781,13 @@ def switch(args, on):
 
     command = "on" if on else "off"
     pid = pid_argument(args, command)
-    run_dir, _ = control_dir(pid, command)
+    dir_fd, _ = control_dir(pid, command)
     try:
-        _agent.set_switch_file(run_dir, on)
+        _agent.set_switch_file(None, on, dir_fd=dir_fd)
     except OSError as exc:
         raise InputError("cannot switch process %d %s: %s" % (pid, command, exc.strerror), 1)
+    finally:
+        os.close(dir_fd)
     sys.stderr.write("calipers: profiling of process %d is %s\n" % (pid, command))
 
 

@@ -92,6 +92,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_FRAMES 4096     /* deeper stacks lose their outermost frames */
@@ -1141,6 +1142,15 @@ static void abs_deadline(struct timespec *ts, int64_t from_now_ns)
 
 #define REQUEST_CHECK_NS 100000000 /* how often to look for a request file */
 
+/* Is there an entry by that name in the run directory?  Its presence is
+   the message; it is never opened, and a symbolic link is not followed
+   (a dangling one counts too). */
+static int entry_exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
 /* Is a periodic write due, or asked for?  Returns the reason, or NULL.
    Sampler thread, E.mu held. */
 static const char *periodic_due(int64_t now)
@@ -1153,7 +1163,7 @@ static const char *periodic_due(int64_t now)
     }
     if (E.request_path && now >= E.next_request_check) {
         E.next_request_check = now + REQUEST_CHECK_NS;
-        if (access(E.request_path, F_OK) == 0)
+        if (entry_exists(E.request_path))
             return "request";
     }
     return NULL;
@@ -1179,7 +1189,7 @@ static void check_switch(int64_t now)
     if (!E.switch_path || now < E.next_switch_check)
         return;
     E.next_switch_check = now + REQUEST_CHECK_NS;
-    set_paused_locked(access(E.switch_path, F_OK) == 0);
+    set_paused_locked(entry_exists(E.switch_path));
 }
 
 /* An exponential gap of mean q, bounded so that one unlucky draw cannot

@@ -21,6 +21,8 @@
 #include "cal_view.h"
 #include "cal_vmread.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -28,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 static int passed, failed;
@@ -772,6 +776,97 @@ static void test_buf_write(void)
 }
 
 
+/* How many entries does `dir` hold besides . and ..? */
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* The writer on a shared machine: a symbolic link planted at the old
+   predictable temporary name or at the target itself is never followed,
+   nothing but a regular file is replaced (a FIFO, /dev/null, a
+   directory), the file gets the umask's mode, and no temporary file is
+   left behind. */
+static void test_buf_write_safely(void)
+{
+    cal_buf b;
+    cal_buf_init(&b);
+    cal_buf_puts(&b, "{}\n");
+    char dir[] = "/tmp/calipers-test-XXXXXX", out[64], victim[64], old_tmp[96], path[96];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(out, sizeof out, "%s/out.json", dir);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    FILE *f = fopen(victim, "w");
+    CHECK(f && fputs("precious\n", f) >= 0);
+    if (f)
+        fclose(f);
+    /* The name the writer used to use, planted. */
+    snprintf(old_tmp, sizeof old_tmp, "%s.tmp-%ld", out, (long)getpid());
+    CHECK(symlink(victim, old_tmp) == 0);
+    mode_t old_mask = umask(022);
+    CHECK(cal_buf_write_file(&b, out) == 0);
+    struct stat st;
+    CHECK(lstat(out, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0644);
+    CHECK(stat(victim, &st) == 0 && st.st_size == 9);
+    umask(077);
+    CHECK(cal_buf_write_file(&b, out) == 0); /* replaced, with the new mode */
+    CHECK(lstat(out, &st) == 0 && (st.st_mode & 0777) == 0600 && st.st_size == 3);
+    umask(old_mask);
+    /* A symbolic link at the target: refused, its target unchanged. */
+    snprintf(path, sizeof path, "%s/link.json", dir);
+    CHECK(symlink(victim, path) == 0);
+    errno = 0;
+    CHECK(cal_buf_write_file(&b, path) == -1 && errno == ELOOP);
+    CHECK(lstat(path, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(stat(victim, &st) == 0 && st.st_size == 9);
+    unlink(path);
+    /* A FIFO: refused at once (opening it would wait for a reader). */
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    CHECK(mkfifo(path, 0600) == 0);
+    errno = 0;
+    CHECK(cal_buf_write_file(&b, path) == -1 && errno == EEXIST);
+    CHECK(lstat(path, &st) == 0 && S_ISFIFO(st.st_mode));
+    unlink(path);
+    /* A character device: as root, a null device of our own (the same
+       device as /dev/null), so that a writer that regressed cannot replace
+       the machine's; otherwise /dev/null itself, whose directory we then
+       cannot write. */
+    snprintf(path, sizeof path, "%s/null", dir);
+    const char *dev = mknod(path, S_IFCHR | 0666, makedev(1, 3)) == 0 ? path : "/dev/null";
+    errno = 0;
+    CHECK(cal_buf_write_file(&b, dev) == -1 && errno == EEXIST);
+    CHECK(stat(dev, &st) == 0 && S_ISCHR(st.st_mode));
+    if (dev == path)
+        unlink(path);
+    errno = 0;
+    CHECK(cal_buf_write_file(&b, dir) == -1 && errno == EISDIR);
+    snprintf(path, sizeof path, "%s/", dir);
+    CHECK(cal_buf_write_file(&b, path) == -1 && errno == EISDIR);
+    /* A name without a directory is in the working directory. */
+    int here = open(".", O_RDONLY | O_DIRECTORY);
+    CHECK(here >= 0 && chdir(dir) == 0);
+    CHECK(cal_buf_write_file(&b, "plain.json") == 0);
+    CHECK(here >= 0 && fchdir(here) == 0);
+    if (here >= 0)
+        close(here);
+    /* out.json, victim, the planted link, plain.json: no temporary file. */
+    CHECK(count_entries(dir) == 4);
+    const char *names[] = {"out.json", "victim", "plain.json"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    unlink(old_tmp);
+    CHECK(rmdir(dir) == 0);
+    cal_buf_free(&b);
+}
+
 /* The byte sampler: unbiased per stream whatever the sizes, no aliasing with
    a periodic pattern, and huge allocations weighted by their size. */
 static void test_bsamp(void)
@@ -902,6 +997,7 @@ int main(void)
     test_clock();
     test_gpu_entries();
     test_buf_write();
+    test_buf_write_safely();
     test_bsamp();
     test_series();
     test_vmread();

@@ -17,6 +17,17 @@ inherit when started without an explicit environment (``subprocess`` with
 Only ``os.environ``, the program's view, is cleaned.  A child that cannot
 be profiled (another Python version, calipers not importable) starts
 silently as it would have.
+
+So a child that is not Python (``sh``, ``make``, ``gcc``) sees them too:
+CALIPERS_CONFIG, CALIPERS_PYTHONPATH, CALIPERS_LD_PRELOAD, PYTHONPATH with
+this directory first and LD_PRELOAD with the shim first (not with
+--cpu-only).  They cannot be taken from it: a shell between the program
+and a Python grandchild is common (``os.system`` is one), and only
+wrapping the exec calls could tell the two apart.  What is done instead:
+the shim finds no Python in such a process and stays inert, and a Python
+that is not the launcher's version finds this module does nothing.
+docs/INTERNALS.md ("Files calipers creates") has the whole list;
+tests/security/test_environment.py pins it down.
 """
 
 
