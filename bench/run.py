@@ -21,13 +21,20 @@ Every configuration of a program runs interleaved (A B C ... A B C ...),
 median, with the min-max range.  Loop counts are calibrated so that the
 unprofiled run takes about --seconds.
 
-Creates its own virtual environment (bench/.venv) with the peers from PyPI
-and calipers built from this checkout.
+Creates a virtual environment per interpreter with the peers from PyPI and
+calipers built from this checkout: bench/.venv for the main interpreter
+(Python 3.11, whose results are results/<suite>.json and the page's main
+sections), bench/.venv-3.X for any other --python, whose results are
+results/<suite>-py3.X.json.  A peer, or a program's requirement, that does
+not install on an interpreter is recorded as not installable there and
+skipped; with results for more than one interpreter, the page gains a "By
+interpreter" section that puts them side by side.
 
     python3 bench/run.py                      # everything (about an hour on 2 cores)
     python3 bench/run.py --quick              # everything, smaller (about 7 minutes)
     python3 bench/run.py --suite accuracy --repeat 5
     python3 bench/run.py --only raytrace,go --configs calipers,py-spy
+    python3 bench/run.py --python python3.13 --suite overhead,accuracy
     python3 bench/run.py --render             # rebuild docs/PERFORMANCE.md
 """
 import argparse
@@ -50,13 +57,32 @@ import accuracy
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-VENV = HERE / ".venv"
 RESULTS = HERE / "results"
 PROGRAMS = HERE / "programs"
-PEERS = ["pyperformance==1.14.0", "scalene", "py-spy", "pyinstrument", "memray", "numpy",
-         "matplotlib",
-         # the pyperformance benchmarks' own requirements (docutils, sympy)
-         "docutils==0.18.1", "sympy==1.8", "mpmath==1.2.1"]
+#: The interpreter of the committed results and of the page's main sections:
+#: its environment is bench/.venv and its results results/<suite>.json.
+MAIN_PYTHON = "3.11"
+#: The interpreter this run measures ("3.13", "3.14t" for a free-threaded
+#: build) and its environment: set by use_interpreter().
+PYTHON = MAIN_PYTHON
+VENV = HERE / ".venv"
+#: What the environment gets from PyPI, one pip command per entry, so that
+#: one that does not install on an interpreter (no wheel for it, and its
+#: source does not build) leaves the others: name -> requirements.
+PACKAGES = {
+    "pyperformance": ["pyperformance==1.14.0"],
+    "numpy": ["numpy"],
+    "matplotlib": ["matplotlib"],  # the charts
+    # the pyperformance benchmarks' own requirements (docutils, sympy)
+    "docutils": ["docutils==0.18.1"],
+    # sympy 1.8 imports distutils, gone from the standard library since
+    # 3.12: setuptools brings it back (3.11's environments have it already)
+    "sympy": ["sympy==1.8", "mpmath==1.2.1", "setuptools"],
+    "scalene": ["scalene"],
+    "memray": ["memray"],
+    "py-spy": ["py-spy"],
+    "pyinstrument": ["pyinstrument"],
+}
 #: The ten longest-running pyperformance benchmarks of seed 000 (Table 1):
 #: name -> (the benchmark's directory in pyperformance, its extra arguments).
 PYPERFORMANCE = {
@@ -72,6 +98,15 @@ PYPERFORMANCE = {
     "sympy": ("sympy", ["integrate"]),
 }
 BENCHMARKS = list(PYPERFORMANCE) + ["alloc_heavy", "numpy_heavy"]
+#: The PACKAGES each program, configuration and accuracy test needs: one of
+#: them not installable on this interpreter, and it is skipped.
+NEEDS = {**{name: ["pyperformance"] for name in PYPERFORMANCE},
+         "docutils": ["pyperformance", "docutils"], "sympy": ["pyperformance", "sympy"],
+         "numpy_heavy": ["numpy"],
+         "scalene-cpu": ["scalene"], "scalene": ["scalene"], "memray": ["memray"],
+         "memray-python": ["memray"], "py-spy": ["py-spy"], "pyinstrument": ["pyinstrument"],
+         # the accuracy programs that import NumPy
+         "split": ["numpy"], "peak512": ["numpy"], "alloc_lines": ["numpy"], "copies": ["numpy"]}
 QUICK = ["raytrace", "sympy", "alloc_heavy", "numpy_heavy"]
 SUITES = ["overhead", "accuracy", "own-cost"]
 CONFIGS = {
@@ -92,14 +127,88 @@ def venv_bin(name):
     return str(VENV / "bin" / name)
 
 
+#: Prints an interpreter's label: "3.14", or "3.14t" for a free-threaded build.
+LABEL = ("import sys, sysconfig; print('%d.%d' % sys.version_info[:2] + "
+         "('t' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))")
+
+
+def interpreter(python):
+    """(path, label) of --python, a name on PATH or a path to an interpreter;
+    exits with a one-line error when it is neither, or not a Python 3."""
+    exe = shutil.which(python)
+    if exe is None:
+        sys.exit("bench/run.py: --python %s: no such interpreter (a name on PATH or a path)"
+                 % python)
+    try:
+        proc = subprocess.run([exe, "-c", LABEL], capture_output=True, text=True, timeout=60)
+        label, said = proc.stdout.strip(), proc.stderr.strip().splitlines()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        label, said = "", [str(exc)]
+    if not re.fullmatch(r"3\.\d+t?", label):
+        sys.exit("bench/run.py: --python %s: not a working Python 3 interpreter%s"
+                 % (python, " (%s)" % said[0] if said else ""))
+    return exe, label
+
+
+def suffix(label):
+    """What names an interpreter's results and environment: nothing for the
+    main one (its results are the committed ones), "-py3.14" for others."""
+    return "" if label == MAIN_PYTHON else "-py" + label
+
+
+def use_interpreter(label):
+    global PYTHON, VENV
+    PYTHON = label
+    VENV = HERE / (".venv" if label == MAIN_PYTHON else ".venv-" + label)
+
+
 def setup(python):
+    """Create or refresh VENV with `python`: every PACKAGES entry that
+    installs (the others are written to VENV/bench-packages.json as not
+    installable, for the run to skip what needs them), and always the
+    calipers of this checkout (its failure is fatal)."""
     if not (VENV / "bin" / "python").exists():
         sh([python, "-m", "venv", str(VENV)])
         sh([venv_bin("python"), "-m", "pip", "install", "-q", "--upgrade", "pip"])
-    sh([venv_bin("python"), "-m", "pip", "install", "-q"] + PEERS)
+    else:
+        # An environment made by another interpreter would measure that one
+        # under this one's name.
+        have = subprocess.run([venv_bin("python"), "-c", LABEL], capture_output=True,
+                              text=True).stdout.strip()
+        if have != PYTHON:
+            sys.exit("bench/run.py: %s is Python %s, not %s: remove it to rebuild it"
+                     % (VENV.relative_to(ROOT), have or "(broken)", PYTHON))
+    missing = {}
+    for name, requirements in PACKAGES.items():
+        proc = subprocess.run([venv_bin("python"), "-m", "pip", "install", "-q"] + requirements,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0:
+            lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
+            errors = [ln for ln in lines if ln.startswith("ERROR:")]
+            missing[name] = ((errors or lines or ["pip failed"])[-1])[:300]
+            print("%s: not installable on Python %s: %s" % (name, PYTHON, missing[name]),
+                  flush=True)
+    (VENV / "bench-packages.json").write_text(json.dumps(
+        {"python": PYTHON, "not_installable": missing}, indent=1))
     # Always the calipers of this checkout.
     sh([venv_bin("python"), "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps",
         str(ROOT)])
+
+
+def not_installable():
+    """{package: pip's error} of what setup() could not install in VENV."""
+    path = VENV / "bench-packages.json"
+    return json.loads(path.read_text())["not_installable"] if path.exists() else {}
+
+
+def unavailable(name, missing):
+    """Why `name` (a program, configuration, accuracy test or profiler) cannot
+    run here, as recorded in meta["skipped"], or None when it can."""
+    lacking = [p for p in NEEDS.get(name, []) if p in missing]
+    if not lacking:
+        return None
+    return {"why": "not installable",
+            "detail": "; ".join("%s: %s" % (p, missing[p]) for p in lacking)}
 
 
 #: The benchmarks' directories, copied out of site-packages: every profiler
@@ -333,6 +442,10 @@ def own_cost_table(results, configs):
 
 
 def render(suite, data):
+    return render_tables(suite, data) + skipped_note(data)
+
+
+def render_tables(suite, data):
     if suite == "accuracy":
         return accuracy.table(data["results"])
     results, configs = data["results"], data["meta"]["configs"]
@@ -344,12 +457,23 @@ def render(suite, data):
     return wall + "\n\n" + cpu
 
 
+def skipped_note(data):
+    """Markdown: what the run left out because this interpreter could not
+    install or run it; "" when nothing was."""
+    skipped = data["meta"].get("skipped")
+    if not skipped:
+        return ""
+    return "\n\nLeft out on Python %s:\n\n" % label_of(data) + "\n".join(
+        "- %s: %s (%s)" % (thing, s["why"], s["detail"]) for thing, s in skipped.items())
+
+
 PEER_PREFIXES = ("scalene", "memray", "py-spy", "pyinstrument")
 
 
-def measure(suite, names, configs, repeat, seconds, save):
+def measure(suite, names, configs, repeat, seconds, save, skipped):
     """Run the plan; save(results) after each program, so an interrupted run
-    keeps what it measured."""
+    keeps what it measured.  A program that fails without a profiler (it does
+    not run on this interpreter) is entered in `skipped` and left out."""
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         if suite == "own-cost":
@@ -357,7 +481,16 @@ def measure(suite, names, configs, repeat, seconds, save):
                      program("alloc_heavy", calibrate("alloc_heavy", s)))
                     for s in seconds]
         else:
-            plan = [(name, program(name, calibrate(name, seconds))) for name in names]
+            plan = []
+            for name in names:
+                try:
+                    plan.append((name, program(name, calibrate(name, seconds))))
+                except RuntimeError as exc:
+                    why = str(exc).strip().splitlines()[-1][:300]
+                    skipped[name] = {"why": "does not run", "detail": why}
+                    print("%-24s does not run on Python %s: %s" % (name, PYTHON, why),
+                          flush=True)
+                    save(results)
         for name, prog in plan:
             runs = {c: [] for c in configs}
             failures = {c: [] for c in configs}
@@ -410,8 +543,26 @@ def run_suite(suite, args, quick):
     names = args.only.split(",") if args.only else QUICK if quick else BENCHMARKS
     meta = {"machine": machine(), "versions": versions(), "repeat": repeat,
             "date": time.strftime("%Y-%m-%d"),
-            "command": "python3 bench/run.py " + " ".join(sys.argv[1:])}
-    partial = RESULTS / (suite + ".partial.json")
+            "command": "python3 bench/run.py " + " ".join(sys.argv[1:]),
+            "interpreter": PYTHON}
+    stem = suite + suffix(PYTHON)
+    partial = RESULTS / (stem + ".partial.json")
+    missing = not_installable()
+    # What this interpreter cannot run: {program, configuration, test or
+    # profiler: {"why": "not installable" | "does not run", "detail": ...}}.
+    skipped = {}
+
+    def keep(things):
+        kept = []
+        for thing in things:
+            why = unavailable(thing, missing)
+            if why:
+                skipped[thing] = why
+                print("%-24s skipped: %s on Python %s (%s)" % (thing, why["why"], PYTHON,
+                                                              why["detail"]), flush=True)
+            else:
+                kept.append(thing)
+        return kept
 
     def save(results):
         partial.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
@@ -419,17 +570,28 @@ def run_suite(suite, args, quick):
     print("== %s" % suite, flush=True)
     if suite == "accuracy":
         tests = args.only.split(",") if args.only and set(args.only.split(",")) <= set(
-            accuracy.TESTS) else None
-        profilers = args.configs.split(",") if args.configs else None
+            accuracy.TESTS) else accuracy.TESTS
+        profilers = args.configs.split(",") if args.configs else accuracy.PROFILERS
+        tests, profilers = keep(tests), keep(profilers)
+        if skipped:
+            meta["skipped"] = skipped
+        # (accuracy.measure takes an empty list for "all")
         results = accuracy.measure(command, run, repeat, tests, profilers,
-                                   log=lambda line: print(line, flush=True))
+                                   log=lambda line: print(line, flush=True)) if (
+                                       tests and profilers) else {}
     else:
         chosen = args.configs.split(",") if args.configs else CONFIGS[suite]
-        meta["configs"] = ["none"] + [c for c in chosen if c != "none" and c in CONFIGS[suite]]
+        meta["configs"] = ["none"] + keep(
+            [c for c in chosen if c != "none" and c in CONFIGS[suite]])
         meta["seconds"] = seconds
-        results = measure(suite, names, meta["configs"], repeat, seconds, save)
+        if suite == "overhead":
+            names = keep(names)
+        meta["skipped"] = skipped  # measure() adds the programs that do not run
+        results = measure(suite, names, meta["configs"], repeat, seconds, save, skipped)
+        if not skipped:
+            del meta["skipped"]
     data = {"meta": meta, "results": results}
-    (RESULTS / (suite + ".json")).write_text(json.dumps(data, indent=1))
+    (RESULTS / (stem + ".json")).write_text(json.dumps(data, indent=1))
     if partial.exists():
         partial.unlink()
     print()
@@ -449,8 +611,10 @@ def main():
     ap.add_argument("--configs", help="comma-separated subset of the configurations "
                     "(overhead: %s) or of the accuracy suite's profilers" %
                     ",".join(CONFIGS["overhead"][1:]))
-    ap.add_argument("--python", default="python3.11",
-                    help="the interpreter of bench/.venv (default python3.11)")
+    ap.add_argument("--python", default="python" + MAIN_PYTHON,
+                    help="the interpreter to measure, a name on PATH or a path (default "
+                    "python%s, in bench/.venv; another gets bench/.venv-3.X and writes "
+                    "bench/results/<suite>-py3.X.json)" % MAIN_PYTHON)
     ap.add_argument("--render", action="store_true",
                     help="only rebuild docs/PERFORMANCE.md and bench/results/*.md "
                     "from bench/results/*.json")
@@ -460,18 +624,30 @@ def main():
     if unknown:
         ap.error("unknown suite: %s (choose from %s)" % (", ".join(sorted(unknown)),
                                                         ", ".join(SUITES)))
-    if not args.render and not os.environ.get("BENCH_SET_UP"):
-        setup(args.python)
-    # The rest runs in bench/.venv: reading memray's files and drawing the
-    # chart need its packages.
-    if Path(sys.prefix).resolve() != VENV.resolve() and (VENV / "bin" / "python").exists():
-        os.execve(venv_bin("python"), [venv_bin("python"), __file__] + sys.argv[1:],
-                  dict(os.environ, BENCH_SET_UP="1"))
+    if args.render:
+        # Any environment will do for drawing the charts, the main one first.
+        found = [v for v in [HERE / ".venv"] + sorted(HERE.glob(".venv-*"))
+                 if (v / "bin" / "python").exists()]
+        venv = found[0] if found else None
+    else:
+        python, label = interpreter(args.python)
+        use_interpreter(label)
+        if not os.environ.get("BENCH_SET_UP"):
+            setup(python)
+        venv = VENV if (VENV / "bin" / "python").exists() else None
+    # The rest runs in the environment: reading memray's files and drawing
+    # the charts need its packages.
+    if venv and Path(sys.prefix).resolve() != venv.resolve():
+        python = str(venv / "bin" / "python")
+        os.execve(python, [python, __file__] + sys.argv[1:], dict(os.environ, BENCH_SET_UP="1"))
     if not args.render:
         RESULTS.mkdir(exist_ok=True)
         for suite in suites:
             run_suite(suite, args, args.quick)
-    write_performance_page()
+    # A run on another interpreter leaves the main results, and so their
+    # charts, as they were: redrawn with another matplotlib, the same chart
+    # would differ in bytes for nothing.
+    write_performance_page(redraw=args.render or PYTHON == MAIN_PYTHON)
 
 
 def header(data):
@@ -486,35 +662,203 @@ def section(suite):
     if not path.exists():
         return "Not measured yet: `python3 bench/run.py --suite %s`.\n" % suite
     data = json.loads(path.read_text())
-    table = render(suite, data)
-    (RESULTS / (suite + ".md")).write_text(table + "\n")  # --render refreshes these too
-    return "%s\n\n%s\n" % (header(data), table)
+    return "%s\n\n%s\n" % (header(data), render(suite, data))
 
 
-def chart(suite):
-    """docs/<suite>.png from a suite's results; returns the Markdown that
-    shows it, or "" without results (or without matplotlib)."""
+def chart(suite, redraw):
+    """docs/<suite>.png from a suite's results (when `redraw`, and the
+    environment has matplotlib); returns the Markdown that shows it, or ""
+    without results or a chart."""
     path = RESULTS / (suite + ".json")
-    try:
-        import chart as drawing
-    except ImportError:  # matplotlib: bench/.venv has it
-        return ""
+    png = ROOT / "docs" / ("performance.png" if suite == "overhead" else "accuracy.png")
     if not path.exists():
         return ""
-    data = json.loads(path.read_text())
+    if redraw:
+        try:
+            import chart as drawing
+        except ImportError:  # matplotlib: the environments have it where it installs
+            drawing = None
+            print("%s not redrawn: no matplotlib in this environment" % png.name, flush=True)
+        if drawing:
+            data = json.loads(path.read_text())
+            if suite == "overhead":
+                drawing.draw(data, png, LIMIT_FACTOR)
+            else:
+                drawing.draw_accuracy(data, png, accuracy.UNITS)
+    if not png.exists():
+        return ""
     if suite == "overhead":
-        drawing.draw(data, ROOT / "docs" / "performance.png", LIMIT_FACTOR)
         return "![Slowdown per benchmark and configuration](performance.png)\n\n"
-    drawing.draw_accuracy(data, ROOT / "docs" / "accuracy.png", accuracy.UNITS)
     return "![Error per test and profiler](accuracy.png)\n\n"
 
 
-def write_performance_page():
+def label_of(data):
+    """The interpreter a results file measured: "3.14"; the results from
+    before runs recorded it have the version of their Python."""
+    m = data["meta"]
+    return m.get("interpreter") or ".".join(m["versions"]["python"].split(".")[:2])
+
+
+def version_key(label):
+    return tuple(int(x) for x in label.rstrip("t").split(".")) + (label.endswith("t"),)
+
+
+def results_files(suite):
+    """[(path, data)] of every interpreter's results of `suite`:
+    <suite>.json and <suite>-py3.X.json."""
+    return [(path, json.loads(path.read_text())) for path in sorted(RESULTS.glob(suite + "*.json"))
+            if re.fullmatch(re.escape(suite) + r"(-py3\.\d+t?)?\.json", path.name)]
+
+
+def interpreters(suite):
+    """{label: data} of every interpreter's results of `suite`, oldest
+    interpreter first."""
+    found = {label_of(data): data for _, data in results_files(suite)}
+    return {k: found[k] for k in sorted(found, key=version_key)}
+
+
+#: The configurations the "By interpreter" section compares.
+COMPARED = ["calipers-cpu", "calipers", "py-spy", "memray"]
+
+
+def slowdown(data, name, config, key):
+    """A program's slowdown under a configuration in one interpreter's
+    results: (number or math.inf for a timeout, the cell's text); the number
+    is None where there is none."""
+    skipped = data["meta"].get("skipped", {})
+    for thing in (name, config):
+        if thing in skipped:
+            return None, skipped[thing]["why"]
+    r = data["results"].get(name)
+    if r is None or config not in data["meta"]["configs"]:
+        return None, "–"
+    if key in r[config]:
+        s = r[config][key] / r["none"][key]
+        return s, "%.2f×" % s
+    if any(e.startswith("timed out") for e in r[config].get("errors", [])):
+        return math.inf, "> %d×" % LIMIT_FACTOR
+    return None, "failed"
+
+
+def compare_overhead(found, key):
+    """Markdown: one row per program, each COMPARED configuration's slowdown
+    (`key`: "median" for wall time, "cpu_median" for CPU time) side by side
+    for every interpreter; the median row is over the programs that every
+    interpreter measured under that configuration."""
+    labels = list(found)
+    configs = [c for c in COMPARED if any(c in d["meta"]["configs"] for d in found.values())]
+    names = []
+    for d in found.values():
+        names += [n for n in list(d["results"]) + list(d["meta"].get("skipped", {}))
+                  if n in BENCHMARKS and n not in names]
+    names.sort(key=BENCHMARKS.index)
+    unit = "baseline (s)" if key == "median" else "baseline CPU (s)"
+    head = ["%s %s" % (unit, lb) for lb in labels] + [
+        "%s %s" % (c, lb) for c in configs for lb in labels]
+    lines = ["| benchmark | " + " | ".join(head) + " |",
+             "|---|" + "---:|" * len(head)]
+    values = {}
+    for name in names:
+        cells = []
+        for lb in labels:
+            r = found[lb]["results"].get(name)
+            cells.append("%.2f" % r["none"][key] if r else "–")
+        for c in configs:
+            for lb in labels:
+                values[name, c, lb], text = slowdown(found[lb], name, c, key)
+                cells.append(text)
+        lines.append("| %s | %s |" % (name, " | ".join(cells)))
+    medians = []
+    for c in configs:
+        common = [n for n in names if all(values[n, c, lb] is not None for lb in labels)]
+        for lb in labels:
+            if not common:
+                medians.append("–")
+                continue
+            m = statistics.median(values[n, c, lb] for n in common)
+            medians.append("**> %d×**" % LIMIT_FACTOR if m == math.inf else "**%.2f×**" % m)
+    lines.append("| **median** | " + " | ".join([""] * len(labels) + medians) + " |")
+    return "\n".join(lines)
+
+
+def compare_accuracy(found):
+    """Markdown: one row per test, each profiler's score side by side for
+    every interpreter ("n/a": the profiler does not report the metric)."""
+    labels = list(found)
+    reports = {test: who for test, _, _, who in accuracy.CASES}
+    profs = [p for p in accuracy.PROFILERS if any(
+        p in r for d in found.values() for r in d["results"].values())]
+    tests = [t for t in accuracy.TESTS if any(t in d["results"] for d in found.values())]
+    head = ["%s %s" % (p, lb) for p in profs for lb in labels]
+    lines = ["| test | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
+    for test in tests:
+        cells = []
+        for p in profs:
+            for lb in labels:
+                d = found[lb]
+                skipped = d["meta"].get("skipped", {})
+                r = d["results"].get(test, {})
+                if p not in reports[test]:
+                    cells.append("n/a")
+                elif p in r:
+                    cells.append(accuracy.cell(test, r[p]))
+                elif test in skipped or p in skipped:
+                    cells.append(skipped.get(test, skipped.get(p))["why"])
+                else:
+                    cells.append("–")
+        lines.append("| %s | %s |" % (test, " | ".join(cells)))
+    return "\n".join(lines)
+
+
+def by_interpreter():
+    """The page's "By interpreter" section, when some suite has results for
+    more than one interpreter; "" otherwise."""
+    parts = []
+    overhead, scores = interpreters("overhead"), interpreters("accuracy")
+    if len(overhead) > 1:
+        parts.append("### Overhead\n\n" + "\n".join(
+            "- Python %s: %s" % (lb, header(d)) for lb, d in overhead.items()) +
+            "\n\nWall time:\n\n" + compare_overhead(overhead, "median") +
+            "\n\nCPU time:\n\n" + compare_overhead(overhead, "cpu_median") + "\n")
+    if len(scores) > 1:
+        parts.append("### Accuracy\n\n" + "\n".join(
+            "- Python %s: %s" % (lb, header(d)) for lb, d in scores.items()) +
+            "\n\n" + compare_accuracy(scores) + "\n")
+    if not parts:
+        return ""
+    return BY_INTERPRETER_TEMPLATE.format(LIMIT_FACTOR) + "\n".join(parts)
+
+
+def write_results_md():
+    """bench/results/<suite>[-py3.X].md of every results file."""
+    for suite in SUITES:
+        for path, data in results_files(suite):
+            path.with_suffix(".md").write_text(render(suite, data) + "\n")
+
+
+def write_performance_page(redraw=True):
+    write_results_md()
     (ROOT / "docs" / "PERFORMANCE.md").write_text(PERFORMANCE_TEMPLATE.format(
-        overhead=section("overhead"), chart=chart("overhead"), accuracy=section("accuracy"),
-        accuracy_chart=chart("accuracy"),
+        overhead=section("overhead"), chart=chart("overhead", redraw),
+        accuracy=section("accuracy"), accuracy_chart=chart("accuracy", redraw),
         accuracy_doc=accuracy.describe(),
-        own_cost=section("own-cost")))
+        own_cost=section("own-cost")) + by_interpreter())
+
+
+BY_INTERPRETER_TEMPLATE = """
+## By interpreter
+
+The same programs measured with each interpreter that has results
+(`bench/run.py --python python3.X` writes `bench/results/<suite>-py3.X.json`;
+the sections above are the main interpreter's).  Each interpreter's
+slowdowns are over its own unprofiled run, whose time is given first.  A
+program or profiler that does not install on an interpreter shows "not
+installable", one whose program fails there without a profiler "does not
+run", one not in that run "–"; the median row is over the programs that
+every interpreter measured under that configuration ("> {0}×": stopped at
+{0}× the unprofiled time).
+
+"""
 
 
 PERFORMANCE_TEMPLATE = """\
