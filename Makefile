@@ -32,4 +32,4 @@ bench-quick:
 	$(PYTHON) bench/run.py --quick $(BENCH_ARGS)
 
 clean:
-	rm -rf build builddir dist $(VENV) bench/.venv examples/demo-profile.json
+	rm -rf build builddir dist $(VENV) bench/.venv bench/.venv-* examples/demo-profile.json
