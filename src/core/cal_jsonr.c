@@ -609,12 +609,18 @@ typedef struct checker {
 static const char *type_name(const cal_jv *v)
 {
     switch (v->type) {
-    case CAL_JNULL: return "null";
-    case CAL_JBOOL: return v->u.boolean ? "true" : "false";
-    case CAL_JNUM: return "a number";
-    case CAL_JSTR: return "a string";
-    case CAL_JARR: return "an array";
-    default: return "an object";
+    case CAL_JNULL:
+        return "null";
+    case CAL_JBOOL:
+        return v->u.boolean ? "true" : "false";
+    case CAL_JNUM:
+        return "a number";
+    case CAL_JSTR:
+        return "a string";
+    case CAL_JARR:
+        return "an array";
+    default:
+        return "an object";
     }
 }
 
@@ -624,14 +630,16 @@ static void expected(const cal_jshape *sh, char *dst, size_t cap)
     static const struct {
         unsigned bit;
         const char *name;
-    } names[] = {{CAL_JT_OBJ, "an object"}, {CAL_JT_ARR, "an array"}, {CAL_JT_STR, "a string"},
-                 {CAL_JT_NUM, "a number"},  {CAL_JT_BOOL, "true or false"}, {CAL_JT_NULL, "null"}};
+    } names[] = {{CAL_JT_OBJ, "an object"},      {CAL_JT_ARR, "an array"},
+                 {CAL_JT_STR, "a string"},       {CAL_JT_NUM, "a number"},
+                 {CAL_JT_BOOL, "true or false"}, {CAL_JT_NULL, "null"}};
     size_t n = 0;
     dst[0] = '\0';
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         if (!(sh->types & names[i].bit))
             continue;
-        const char *name = names[i].bit == CAL_JT_NUM && sh->whole ? "a whole number" : names[i].name;
+        const char *name =
+            names[i].bit == CAL_JT_NUM && sh->whole ? "a whole number" : names[i].name;
         int k = snprintf(dst + n, cap - n, "%s%s", n ? " or " : "", name);
         if (k < 0 || (size_t)k >= cap - n)
             return;
@@ -678,7 +686,9 @@ static int check_members(checker *ck, const cal_jv *obj, const cal_jshape *sh)
         for (const cal_jmember *m = sh->members; m && m->key; m++) {
             const cal_jv *kid = cal_jv_get(obj, m->key);
             size_t was = enter(ck, m->key, 0);
-            int rc = kid ? check(ck, kid, m->shape) : m->required ? bad(ck, "missing", "", "") : 0;
+            int rc = kid           ? check(ck, kid, m->shape)
+                     : m->required ? bad(ck, "missing", "", "")
+                                   : 0;
             if (rc != 0)
                 return rc;
             leave(ck, was);
@@ -699,7 +709,8 @@ static int check(checker *ck, const cal_jv *v, const cal_jshape *sh)
             snprintf(got, sizeof got, "%.16g", v->u.num);
             return bad(ck, "expected a whole number, not %s%s", got, "");
         }
-        if ((sh->min != 0 || sh->max != 0) && !(v->u.num >= sh->min && v->u.num <= sh->max)) {
+        if ((sh->min != 0 || sh->max != 0) &&
+            !(v->u.num >= sh->min && v->u.num <= sh->max)) {
             char got[32], range[80];
             snprintf(got, sizeof got, "%.16g", v->u.num);
             snprintf(range, sizeof range, "(%.16g to %.16g)", sh->min, sh->max);

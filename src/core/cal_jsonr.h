@@ -88,12 +88,12 @@ typedef struct cal_jmember {
 } cal_jmember;
 
 struct cal_jshape {
-    unsigned types;              /* the CAL_JT_* a value may be */
-    int whole;                   /* a number must be a whole number */
-    double min, max;             /* a number's range (both 0: any) */
-    const cal_jmember *members;  /* an object's known members, ended by {NULL} */
-    const cal_jshape *also;      /* an object: this shape's members as well */
-    const cal_jshape *items;     /* an array: every element's shape */
+    unsigned types;                 /* the CAL_JT_* a value may be */
+    int whole;                      /* a number must be a whole number */
+    double min, max;                /* a number's range (both 0: any) */
+    const cal_jmember *members;     /* an object's known members, ended by {NULL} */
+    const cal_jshape *also;         /* an object: this shape's members as well */
+    const cal_jshape *items;        /* an array: every element's shape */
     const cal_jshape *const *tuple; /* an array: one shape per position, NULL-ended */
 };
 

@@ -4,7 +4,8 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined,float-cast-overflow \
  *       -Isrc/core tests/c/fuzz_view.c src/core/cal_jsonr.c src/core/cal_view.c \
- *       src/core/cal_text.c src/core/cal_html.c src/core/cal_buf.c -lm -o /tmp/fuzz_view
+ *       src/core/cal_text.c src/core/cal_html.c src/core/cal_buf.c \
+ *       -lm -o /tmp/fuzz_view
  *   /tmp/fuzz_view -max_total_time=600 -dict=tests/c/fuzz_view.dict tests/data
  *
  * The dictionary holds member names and values of other types and at the

@@ -906,9 +906,12 @@ static char *read_fixture(const char *path, size_t *len)
    different members). */
 static void test_jsonr_member_names(void)
 {
-    static const struct { const char *text, *why; } bad[] = {
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
         {"{\"a\": 1, \"a\": \"x\"}", "two members named \"a\""},
-        {"{\"a\": {\"b\": 1, \"c\": 2, \"b\": 3}}", "line 1 column 7: two members named \"b\""},
+        {"{\"a\": {\"b\": 1, \"c\": 2, \"b\": 3}}",
+         "line 1 column 7: two members named \"b\""},
         {"{\"a\\u0000b\": 1}", "NUL in a member name"},
     };
     cal_jdoc d;
@@ -927,15 +930,18 @@ static void test_jsonr_member_names(void)
     for (int i = 0; i < 500; i++)
         cal_buf_printf(&b, "\"k%d\": %d, ", i, i);
     cal_buf_puts(&b, "\"k7\": 0}");
-    CHECK(cal_jdoc_parse(&d, b.data, b.len, err, sizeof err) == -1 && strstr(err, "\"k7\""));
+    CHECK(cal_jdoc_parse(&d, b.data, b.len, err, sizeof err) == -1 &&
+          strstr(err, "\"k7\""));
     cal_jdoc_free(&d);
     b.len -= strlen("\"k7\": 0}");
     cal_buf_puts(&b, "\"k500\": 0}");
-    CHECK(cal_jdoc_parse(&d, b.data, b.len, err, sizeof err) == 0 && cal_jv_len(d.root) == 501);
+    CHECK(cal_jdoc_parse(&d, b.data, b.len, err, sizeof err) == 0 &&
+          cal_jv_len(d.root) == 501);
     cal_jdoc_free(&d);
     cal_buf_free(&b);
     /* A name in a message is printable ASCII, whatever it was. */
-    const char *esc = "{\"\\u001b]0;x\\u0007\\u202e\": 1, \"\\u001b]0;x\\u0007\\u202e\": 2}";
+    const char *esc =
+        "{\"\\u001b]0;x\\u0007\\u202e\": 1, \"\\u001b]0;x\\u0007\\u202e\": 2}";
     CHECK(cal_jdoc_parse(&d, esc, strlen(esc), err, sizeof err) == -1);
     int printable = 1;
     for (const char *c = err; *c; c++)
@@ -957,7 +963,8 @@ static const char *view_check_text(const char *text, size_t len)
     return rc == 0 ? NULL : err;
 }
 
-static void write_mutated(cal_buf *b, const cal_jv *v, const cal_jv *target, const char *repl);
+static void write_mutated(cal_buf *b, const cal_jv *v, const cal_jv *target,
+                          const char *repl);
 
 /* A fixture as compact JSON ("key":value, no blanks), for the edits below. */
 static char *compact_fixture(const char *path, size_t *len)
@@ -980,7 +987,8 @@ static char *compact_fixture(const char *path, size_t *len)
 }
 
 /* `doc` with the first `from` replaced by `to`. */
-static char *replaced(const char *doc, size_t len, const char *from, const char *to, size_t *out)
+static char *replaced(const char *doc, size_t len, const char *from, const char *to,
+                      size_t *out)
 {
     const char *at = strstr(doc, from);
     CHECK(at != NULL);
@@ -1008,29 +1016,41 @@ static void test_view_check_shapes(void)
     if (!doc)
         return;
     CHECK(view_check_text(doc, len) == NULL);
-    static const struct { const char *from, *to, *why; } cases[] = {
-        {"\"wall_s\":", "\"wall_s\":\"0.8\",\"zz\":", "summary.wall_s: expected a number, not a string"},
+    static const struct {
+        const char *from, *to, *why;
+    } cases[] = {
+        {"\"wall_s\":", "\"wall_s\":\"0.8\",\"zz\":",
+         "summary.wall_s: expected a number, not a string"},
         {"\"lines\":[{\"line\":", "\"lines\":[{\"line\":\"4\",\"zz\":",
          "files[0].lines[0].line: expected a whole number, not a string"},
         {"\"lines\":[{\"line\":", "\"lines\":[{\"line\":4.5,\"zz\":",
          "files[0].lines[0].line: expected a whole number, not 4.5"},
         {"\"lines\":[{\"line\":", "\"lines\":[{\"line\":1e12,\"zz\":",
-         "files[0].lines[0].line: 1000000000000 is out of range (-2147483648 to 2147483647)"},
+         "files[0].lines[0].line: 1000000000000 is out of range (-2147483648 to "
+         "2147483647)"},
         {"\"attributed_samples\":", "\"attributed_samples\":-5,\"zz\":",
          "summary.attributed_samples: -5 is out of range"},
         {"\"peak_bytes\":", "\"peak_bytes\":1e16,\"zz\":",
          "summary.memory.peak_bytes: 1e+16 is out of range"},
-        {"\"lines\":[", "\"lines\":{\"x\":1},\"zz\":[", "files[0].lines: expected an array, not an object"},
-        {"\"argv\":[", "\"argv\":[null,", "program.argv[0]: expected a string, not null"},
-        {"\"cwd\":", "\"cwd\":null,\"zz\":", "program.cwd: expected a string, not null"},
-        {"\"timeline\":[[", "\"timeline\":[[1],[", "summary.memory.timeline[0]: expected 2 items, not 1"},
-        {"\"source\":[[", "\"source\":[[0,\"x\"],[", "files[0].source[0][0]: 0 is out of range"},
+        {"\"lines\":[", "\"lines\":{\"x\":1},\"zz\":[",
+         "files[0].lines: expected an array, not an object"},
+        {"\"argv\":[", "\"argv\":[null,",
+         "program.argv[0]: expected a string, not null"},
+        {"\"cwd\":", "\"cwd\":null,\"zz\":",
+         "program.cwd: expected a string, not null"},
+        {"\"timeline\":[[", "\"timeline\":[[1],[",
+         "summary.memory.timeline[0]: expected 2 items, not 1"},
+        {"\"source\":[[", "\"source\":[[0,\"x\"],[",
+         "files[0].source[0][0]: 0 is out of range"},
         {"\"python_s\":", "\"py\":", "summary.python_s: missing"},
         {"\"memory\":{\"allocated", "\"memory\":[],\"zz\":{\"allocated",
          "summary.memory: expected an object or null, not an array"},
-        {"\"notes\":[]", "\"notes\":[{}]", "notes[0]: expected a string, not an object"},
-        {"\"cpu_only\":false", "\"cpu_only\":0", "config.cpu_only: expected true or false, not a number"},
-        {"\"wall_s\":", "\"wall_s\":1e10,\"zz\":", "summary.wall_s: 10000000000 is out of range (0 to 1000000000)"},
+        {"\"notes\":[]", "\"notes\":[{}]",
+         "notes[0]: expected a string, not an object"},
+        {"\"cpu_only\":false", "\"cpu_only\":0",
+         "config.cpu_only: expected true or false, not a number"},
+        {"\"wall_s\":", "\"wall_s\":1e10,\"zz\":",
+         "summary.wall_s: 10000000000 is out of range (0 to 1000000000)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         size_t n;
@@ -1040,14 +1060,20 @@ static void test_view_check_shapes(void)
         const char *why = view_check_text(bad, n);
         CHECK(why && strstr(why, cases[i].why));
         if (!why || !strstr(why, cases[i].why))
-            fprintf(stderr, "  %s -> %s -> %s\n", cases[i].from, cases[i].to, why ? why : "accepted");
+            fprintf(stderr, "  %s -> %s -> %s\n", cases[i].from, cases[i].to,
+                    why ? why : "accepted");
         free(bad);
     }
     /* What may be missing or null is, and unknown members are ignored. */
-    static const struct { const char *from, *to; } fine[] = {
-        {"\"summary\":{", "\"summary\":{\"gpu\":null,\"paused_s\":1.5,\"new_thing\":[\"x\"],"},
-        {"\"summary\":{", "\"summary\":{\"gpu\":{\"available\":false,\"reason\":\"no driver\"},"},
-        {"\"memory\":{\"alloc_python_bytes\"", "\"memory\":null,\"zz\":{\"alloc_python_bytes\""},
+    static const struct {
+        const char *from, *to;
+    } fine[] = {
+        {"\"summary\":{",
+         "\"summary\":{\"gpu\":null,\"paused_s\":1.5,\"new_thing\":[\"x\"],"},
+        {"\"summary\":{",
+         "\"summary\":{\"gpu\":{\"available\":false,\"reason\":\"no driver\"},"},
+        {"\"memory\":{\"alloc_python_bytes\"",
+         "\"memory\":null,\"zz\":{\"alloc_python_bytes\""},
         {"\"source\":[[", "\"source\":null,\"zz\":[["},
         {"\"schema\":\"calipers/1\",", "\"schema\":\"calipers/1\",\"__proto__\":1,"},
         {"\"wall_s\":", "\"wall_s\":1e9,\"zz\":"},
@@ -1078,7 +1104,9 @@ static void test_view_controls(void)
     size_t n1, n2, n3;
     char *a = replaced(doc, len, "\"argv\":[\"tests/programs/",
                        "\"argv\":[\"tests/programs/\\u202e\\u001b[2J", &n1);
-    char *b = a ? replaced(a, n1, "\"path\":\"", "\"path\":\"\\u2066\\u0085\\ufeff", &n2) : NULL;
+    char *b =
+        a ? replaced(a, n1, "\"path\":\"", "\"path\":\"\\u2066\\u0085\\ufeff", &n2)
+          : NULL;
     char *c = b ? malloc(n2 + 4) : NULL;
     if (!c) {
         free(a);
@@ -1091,7 +1119,8 @@ static void test_view_controls(void)
     n3 = n2 + 3;
     cal_jdoc d;
     char err[200];
-    CHECK(cal_jdoc_parse(&d, c, n3, err, sizeof err) == 0 && cal_view_check(d.root, err, sizeof err) == 0);
+    CHECK(cal_jdoc_parse(&d, c, n3, err, sizeof err) == 0 &&
+          cal_view_check(d.root, err, sizeof err) == 0);
     cal_buf out;
     for (int tty = 0; tty <= 1; tty++) {
         for (int width = 60; width <= 160; width += 7) {
@@ -1100,8 +1129,10 @@ static void test_view_controls(void)
             cal_view_text(d.root, &o, &out);
             CHECK(out.data && strstr(out.data, "<U+202E><U+001B>[2J") != NULL);
             CHECK(strstr(out.data, "<U+2066><U+0085><U+FEFF>") || width < 100);
-            CHECK(strstr(out.data, "\xe2\x80\xae") == NULL && strstr(out.data, "\xe2\x81\xa6") == NULL &&
-                  strstr(out.data, "\xc2\x85") == NULL && strstr(out.data, "\xef\xbb\xbf") == NULL);
+            CHECK(strstr(out.data, "\xe2\x80\xae") == NULL &&
+                  strstr(out.data, "\xe2\x81\xa6") == NULL &&
+                  strstr(out.data, "\xc2\x85") == NULL &&
+                  strstr(out.data, "\xef\xbb\xbf") == NULL);
             CHECK(max_visible_width(out.data) <= width);
             if (!tty)
                 CHECK(strchr(out.data, '\033') == NULL);
@@ -1109,7 +1140,8 @@ static void test_view_controls(void)
         }
     }
     cal_buf_init(&out);
-    cal_view_html(d.root, c, n3, "<title>CALIPERS_TITLE</title>CALIPERS_PROFILE", 45, &out);
+    cal_view_html(d.root, c, n3, "<title>CALIPERS_TITLE</title>CALIPERS_PROFILE", 45,
+                  &out);
     CHECK(strncmp(out.data, "<title>&lt;U+202E&gt;&lt;U+001B&gt;[2J", 38) == 0);
     CHECK(strstr(out.data, "</title>{") != NULL); /* the document, not its BOM */
     cal_buf_free(&out);
@@ -1139,17 +1171,26 @@ static void add_json_string(cal_buf *b, const char *s, size_t n)
 
 /* `v` as JSON, with the node `target` written as `repl` (dropped when
    repl is "", with its member name). */
-static void write_mutated(cal_buf *b, const cal_jv *v, const cal_jv *target, const char *repl)
+static void write_mutated(cal_buf *b, const cal_jv *v, const cal_jv *target,
+                          const char *repl)
 {
     if (v == target) {
         cal_buf_puts(b, repl);
         return;
     }
     switch (v->type) {
-    case CAL_JNULL: cal_buf_puts(b, "null"); break;
-    case CAL_JBOOL: cal_buf_puts(b, v->u.boolean ? "true" : "false"); break;
-    case CAL_JNUM: cal_buf_printf(b, "%.17g", v->u.num); break;
-    case CAL_JSTR: add_json_string(b, v->u.str, v->n); break;
+    case CAL_JNULL:
+        cal_buf_puts(b, "null");
+        break;
+    case CAL_JBOOL:
+        cal_buf_puts(b, v->u.boolean ? "true" : "false");
+        break;
+    case CAL_JNUM:
+        cal_buf_printf(b, "%.17g", v->u.num);
+        break;
+    case CAL_JSTR:
+        add_json_string(b, v->u.str, v->n);
+        break;
     default: {
         int obj = v->type == CAL_JOBJ, first = 1;
         cal_buf_puts(b, obj ? "{" : "[");
@@ -1202,10 +1243,33 @@ static const cal_jv *nth_node(const cal_jv *v, size_t *k)
 static void fuzz_types(const char *seed, size_t len, int rounds)
 {
     static const char *const repl[] = {
-        "\"12\"", "\"\"", "null", "true", "false", "[]", "{}", "[[0,0]]", "[\"x\"]",
-        "{\"python_s\":1}", "0", "-1", "0.5", "-0", "1e300", "-1e300", "1e-310", "1e9",
-        "1000000001", "9007199254740992", "9007199254740994", "18446744073709551616",
-        "2147483648", "-2147483649", "4294967296", "\"\\u202e\\u001b[31m\"", "",
+        "\"12\"",
+        "\"\"",
+        "null",
+        "true",
+        "false",
+        "[]",
+        "{}",
+        "[[0,0]]",
+        "[\"x\"]",
+        "{\"python_s\":1}",
+        "0",
+        "-1",
+        "0.5",
+        "-0",
+        "1e300",
+        "-1e300",
+        "1e-310",
+        "1e9",
+        "1000000001",
+        "9007199254740992",
+        "9007199254740994",
+        "18446744073709551616",
+        "2147483648",
+        "-2147483649",
+        "4294967296",
+        "\"\\u202e\\u001b[31m\"",
+        "",
     };
     cal_jdoc d;
     char err[300];
@@ -1219,20 +1283,23 @@ static void fuzz_types(const char *seed, size_t len, int rounds)
         const cal_jv *target = nth_node(d.root, &k);
         cal_buf text;
         cal_buf_init(&text);
-        write_mutated(&text, d.root, target, repl[fuzz_next() % (sizeof repl / sizeof *repl)]);
+        write_mutated(&text, d.root, target,
+                      repl[fuzz_next() % (sizeof repl / sizeof *repl)]);
         cal_jdoc m;
         if (cal_jdoc_parse(&m, text.data, text.len, err, sizeof err) == 0 &&
             cal_view_check(m.root, err, sizeof err) == 0) {
             accepted++;
             cal_view_opts o = {60 + (int)(fuzz_next() % 140), (int)(fuzz_next() % 2),
-                               (double)(fuzz_next() % 3), 1 + (int)(fuzz_next() % 400), NULL};
+                               (double)(fuzz_next() % 3), 1 + (int)(fuzz_next() % 400),
+                               NULL};
             cal_buf out;
             cal_buf_init(&out);
             cal_view_text(m.root, &o, &out);
             CHECK(out.data && max_visible_width(out.data) <= o.width);
             if (!o.tty)
                 CHECK(strchr(out.data, '\033') == NULL);
-            cal_view_html(m.root, text.data, text.len, "CALIPERS_TITLE CALIPERS_PROFILE", 31, &out);
+            cal_view_html(m.root, text.data, text.len,
+                          "CALIPERS_TITLE CALIPERS_PROFILE", 31, &out);
             cal_buf_free(&out);
         } else {
             refused++;
@@ -1247,8 +1314,9 @@ static void fuzz_types(const char *seed, size_t len, int rounds)
 
 static void test_fuzz_types(void)
 {
-    static const char *const fixtures[] = {"tests/data/memory.json", "tests/data/cpu.json",
-                                           "tests/data/empty.json", "tests/data/procs.json"};
+    static const char *const fixtures[] = {
+        "tests/data/memory.json", "tests/data/cpu.json", "tests/data/empty.json",
+        "tests/data/procs.json"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         size_t len;
         char *doc = read_fixture(fixtures[i], &len);
