@@ -83,8 +83,9 @@ view options:
 """
 
 #: `calipers view` reads profiles up to this size (real ones are a few MB):
-#: the whole document is parsed in memory, so the limit bounds that too.
-MAX_PROFILE_BYTES = 256 << 20
+#: the whole document is parsed in memory, so the limit bounds that too
+#: (with the reader's limit on values, CAL_JSONR_MAX_VALUES).
+MAX_PROFILE_BYTES = 128 << 20
 #: The largest --width and --max-rows `calipers view` takes.
 MAX_WIDTH = 10000
 MAX_ROWS = 1000000
@@ -543,13 +544,16 @@ def read_profile(path):
         too_big = refuse("larger than the %d MiB calipers view reads" % (limit >> 20))
         if st.st_size > limit:
             raise too_big
-        chunks, total = [], 0
-        while True:  # to the end, in case it is growing: at most limit + 1 bytes
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+        # In one read of its size (one buffer, no copy), then to the end in
+        # case it is growing: at most limit + 1 bytes in all.
+        chunks, total, want = [], 0, st.st_size + 1
+        while True:
+            chunk = os.read(fd, min(want, limit + 1 - total))
             if not chunk:
-                return b"".join(chunks)
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
             chunks.append(chunk)
             total += len(chunk)
+            want = 1 << 20
             if total > limit:
                 raise too_big
     except OSError as exc:

@@ -28,6 +28,7 @@ typedef struct parser {
     char *err;
     size_t cap;
     int failed;
+    size_t values; /* parsed so far: at most CAL_JSONR_MAX_VALUES */
 } parser;
 
 static void *arena_alloc(parser *ps, size_t n)
@@ -460,6 +461,8 @@ static int container(parser *ps, cal_jv *out, int depth)
 static int value(parser *ps, cal_jv *out, int depth)
 {
     memset(out, 0, sizeof *out);
+    if (++ps->values > CAL_JSONR_MAX_VALUES)
+        return fail(ps, "more than %u values", CAL_JSONR_MAX_VALUES);
     skip_ws(ps);
     if (ps->p >= ps->end)
         return fail(ps, "unexpected end of input");
@@ -497,7 +500,7 @@ int cal_jdoc_parse(cal_jdoc *d, const char *text, size_t len, char *err, size_t 
     d->root = NULL;
     if (cap)
         err[0] = '\0';
-    parser ps = {d, text, text, text + len, err, cap, 0};
+    parser ps = {d, text, text, text + len, err, cap, 0, 0};
     /* A UTF-8 byte order mark is not JSON, but editors add one. */
     if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
         ps.p += 3;

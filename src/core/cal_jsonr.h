@@ -12,6 +12,12 @@
 #include <stddef.h>
 
 #define CAL_JSONR_MAX_DEPTH 64
+/* At most this many values in a document: each takes 32 bytes in the tree
+   (and its array's gathering as many again), so a dense document of small
+   values ("[0,0,0,...]", 16 times its size in memory) is refused before it
+   takes more than about 1 GiB.  A profile holds about one value per 8 bytes
+   of JSON: 16 million is 128 MB of one. */
+#define CAL_JSONR_MAX_VALUES (1u << 24)
 
 typedef enum cal_jtype {
     CAL_JNULL,

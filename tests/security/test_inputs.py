@@ -109,7 +109,7 @@ def test_every_command_has_its_own_help(command, flag):
 def test_help_texts_name_their_options():
     assert "--memory-interval SIZE" in calipers("run", "--help").stdout
     view = calipers("view", "--help").stdout
-    assert "--max-rows N" in view and "256 MiB" in view and "--memory-interval" not in view
+    assert "--max-rows N" in view and "128 MiB" in view and "--memory-interval" not in view
     assert "PID" in calipers("dump", "--help").stdout
 
 
@@ -212,12 +212,27 @@ def test_view_refuses_a_file_over_the_limit(tmp_path):
     with open(big, "wb") as f:  # sparse: no disk used
         f.truncate(cli.MAX_PROFILE_BYTES + 1)
     start = time.monotonic()
-    one_line_error(calipers("view", big), 2, "larger than the 256 MiB calipers view reads")
+    one_line_error(calipers("view", big), 2, "larger than the 128 MiB calipers view reads")
     assert time.monotonic() - start < 20  # refused from its size, not read
     # At the limit exactly it is read (and is not JSON).
     with open(big, "r+b") as f:
         f.truncate(cli.MAX_PROFILE_BYTES)
     one_line_error(calipers("view", big, timeout=120), 1, "corrupt profile")
+
+
+def test_view_refuses_too_many_values_before_memory_runs_out(tmp_path):
+    """A dense document of small values takes 32 bytes a value in the
+    reader's tree: 16 million zeros (32 MB of JSON) would have taken over
+    1 GB; the reader stops at its limit instead."""
+    import resource
+
+    dense = tmp_path / "dense.json"
+    with open(dense, "w") as f:
+        f.write('{"schema": "calipers/1", "files": [' + "0," * (1 << 24) + "0]}")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    one_line_error(calipers("view", dense, timeout=120), 1, "more than 16777216 values")
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert peak_kb < 900 * 1024 or peak_kb == before, peak_kb  # ~0.6 GB
 
 
 def test_view_follows_a_link_to_a_profile(tmp_path):
