@@ -7,7 +7,6 @@ without calipers; never a traceback, never a hang."""
 
 import json
 import os
-import stat
 import subprocess
 import sys
 import time
