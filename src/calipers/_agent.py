@@ -365,7 +365,15 @@ def _begin(start_engine):
     if _state.get("exec_origin") and not _is_child():
         _state["start_unix"] = float(_state["exec_origin"])
     _state["finished"] = False
-    _state["memory"] = bool(start_engine())
+    held = _hold_closed_std_fds()
+    try:
+        _state["memory"] = bool(start_engine())
+        _calipers.set_awaiting(_awaiting)
+        _calipers.set_switch(switch_path(_state.get("run_dir")))
+        _calipers.watch_signals(_on_signal)
+    finally:
+        for fd in held:
+            os.close(fd)
     problem = _calipers.layout_problem()
     if problem:
         # An interpreter whose frames cannot be read safely: say what is
@@ -375,14 +383,40 @@ def _begin(start_engine):
         _state.setdefault("notes", []).append(note)
         if not _is_child():
             _say("calipers: %s\n" % note)
-    _calipers.set_awaiting(_awaiting)
-    _calipers.set_switch(switch_path(_state.get("run_dir")))
-    _calipers.watch_signals(_on_signal)
     if _is_child() and not _state.get("server"):
         try:
             create_private(_part_path(".run"))
         except OSError:
             pass
+
+
+def _hold_closed_std_fds():
+    """A program started with standard input, output or error closed
+    (`calipers run prog.py >&-`) must find it closed, as without calipers:
+    while the engine starts, /dev/null holds each closed one's number so
+    that none of the engine's own descriptors (the signal pipe) takes it.
+    Returns the placeholders, for the caller to close.  With standard
+    error closed calipers says nothing (_say): a file the program opens
+    later may take its number."""
+    held = []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        if fd == 2:
+            _state["quiet"] = True
+        try:
+            # The lowest free number: fd itself, those below it being open now.
+            placeholder = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            if placeholder != fd:
+                os.dup2(placeholder, fd, inheritable=False)
+                os.close(placeholder)
+        except OSError:
+            continue
+        held.append(fd)
+    return held
 
 
 def _awaiting(ident):
@@ -670,7 +704,10 @@ def _meta():
 
 
 def _say(text):
-    """Write to the real standard error, whatever the program did to sys.stderr."""
+    """Write to the real standard error, whatever the program did to
+    sys.stderr; nothing if it was closed when profiling started."""
+    if _state.get("quiet"):
+        return
     data = text.encode("utf-8", "replace")
     while data:
         try:

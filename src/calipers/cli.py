@@ -11,7 +11,9 @@ terminal report, or the HTML viewer with ``--html FILE``.
 
 Errors are one line on standard error and a non-zero status: 2 for bad usage
 (unknown option, missing script, unwritable output), 1 where Python itself
-would exit with 1 (syntax error, no such module).
+would exit with 1 (syntax error, no such module).  Started with standard
+output or error closed (`>&-`), calipers says nothing there and the program
+runs all the same.
 """
 
 import os
@@ -81,6 +83,48 @@ view options:
   -h, --help                print this help and exit
 """
 
+#: `calipers view` reads profiles up to this size (real ones are a few MB):
+#: the whole document is parsed in memory, so the limit bounds that too
+#: (with the reader's limit on values, CAL_JSONR_MAX_VALUES).
+MAX_PROFILE_BYTES = 128 << 20
+#: The largest --width and --max-rows `calipers view` takes.
+MAX_WIDTH = 10000
+MAX_ROWS = 1000000
+
+
+#: `calipers COMMAND --help`: each command's own part of USAGE.
+RUN_HELP = USAGE[:USAGE.index("       calipers view")] + "\n" + USAGE[
+    USAGE.index("options (before the script"):USAGE.index("calipers dump PID:")].rstrip() + "\n"
+
+VIEW_HELP = """\
+usage: calipers view [--text | --html FILE] [view options] profile.json
+
+Render a saved profile: the terminal report, or the HTML viewer with --html.
+The profile must be a regular file of at most %d MiB.
+
+""" % (MAX_PROFILE_BYTES >> 20) + USAGE[
+    USAGE.index("view options:"):USAGE.index("\n  --version")].rstrip() + "\n"
+
+DUMP_HELP = """\
+usage: calipers dump PID
+
+Ask the profiled program with that process id (the main process of a
+`calipers run`) to write its profile now, to its --outfile, without
+stopping it.
+"""
+
+SWITCH_HELP = """\
+usage: calipers on PID | calipers off PID
+
+Switch the profiling of the program with that process id (the main
+process of a `calipers run`) on or off, in all of its processes.  While
+off, nothing is credited to lines; the report says how long it was off.
+"""
+
+#: The commands' own help, for `calipers COMMAND --help` and `calipers help COMMAND`.
+HELP = {"run": RUN_HELP, "view": VIEW_HELP, "dump": DUMP_HELP, "on": SWITCH_HELP,
+        "off": SWITCH_HELP}
+
 
 #: Mean bytes between allocation samples (docs/INTERNALS.md, "Memory").
 DEFAULT_MEMORY_INTERVAL = 256 << 10
@@ -103,8 +147,27 @@ class InputError(Exception):
         self.status = status
 
 
+def say(stream, text):
+    """Write to sys.stdout or sys.stderr.  Either is None when calipers was
+    started with that descriptor closed (`calipers run prog.py >&-`): then
+    calipers' own words go nowhere, and the program still runs."""
+    if stream is None:
+        return
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):  # a closed or broken stream: nowhere to say it
+        pass
+
+
+def print_and_exit(text):
+    """--help, --version: the text on standard output, status 0."""
+    say(sys.stdout, text)
+    sys.exit(0)
+
+
 def fail(message, status=2):
-    sys.stderr.write("calipers: error: %s\n" % message)
+    say(sys.stderr, "calipers: error: %s\n" % message)
     sys.exit(status)
 
 
@@ -136,12 +199,14 @@ def parse_size(text, option="--memory-interval"):
             raw, scale = raw[: -len(suffix)], factor
             break
     try:
-        value = int(float(raw) * scale)
+        value = float(raw) * scale
     except ValueError:
         raise UsageError("%s: not a size: %r (try 256k or 1M)" % (option, text))
+    # Compared as a float first: inf and nan are out of range, not an
+    # OverflowError from int().
     if not (256 <= value <= 1 << 30):
         raise UsageError("%s: %s is out of range (256 bytes to 1GiB)" % (option, text))
-    return value
+    return int(value)
 
 
 def parse_period(text, option="--profile-interval"):
@@ -164,10 +229,15 @@ def parse_percent(text, option="--min-percent"):
     return value
 
 
-def parse_count(text, option):
-    if not text.isdigit() or int(text) < 1:
+def parse_count(text, option, most):
+    # ASCII digits only (str.isdigit() also takes "²", which int() refuses),
+    # and the length checked before int(), which refuses very long strings.
+    digits = text.lstrip("0")
+    if not (text.isascii() and text.isdigit()) or not digits:
         raise UsageError("%s: expected a positive whole number, not %r" % (option, text))
-    return int(text)
+    if len(digits) > len(str(most)) or int(digits) > most:
+        raise UsageError("%s: %s is out of range (1 to %d)" % (option, text, most))
+    return int(digits)
 
 
 def split_patterns(text, option):
@@ -219,8 +289,7 @@ def parse_run(args):
         if name.startswith("-o") and not name.startswith("--") and len(name) > 2:
             name, eq, value = "-o", "=", arg[2:]
         if name in ("-h", "--help"):
-            sys.stdout.write(USAGE)
-            sys.exit(0)
+            print_and_exit(RUN_HELP)
         if name in flags and not eq:
             opts[flags[name]] = True
         elif name in ("--gpu", "--no-gpu") and not eq:
@@ -569,12 +638,71 @@ def run(args):
     cmd = [exe] + interpreter_flags()
     cmd += [target] if kind == "script" else ["-m", target]
     cmd += program_args
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):  # None: started with it closed
+        say(stream, "")
     try:
         os.execve(exe, cmd, env)
     except OSError as exc:
         fail("cannot start %s: %s" % (exe, exc.strerror), 1)
+
+
+def read_profile(path):
+    """The bytes of the profile at `path`, for `calipers view`.  Only a
+    regular file of at most MAX_PROFILE_BYTES: a device (/dev/zero), a FIFO
+    or a directory is refused before it is read, never read for ever."""
+    import stat
+
+    def refuse(why):
+        return InputError("cannot read %s: %s" % (path, why), 2)
+
+    fd = None
+    try:
+        # stat first, so that a device is not even opened (opening some has
+        # effects); then fstat what was opened, which is what is read.
+        # O_NONBLOCK: should a FIFO take the file's place, opening it with
+        # no writer does not hang.
+        st = os.stat(path)
+        if stat.S_ISREG(st.st_mode):
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+            st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise refuse("Is a directory")
+        if not stat.S_ISREG(st.st_mode):
+            raise refuse("not a regular file")
+        limit = MAX_PROFILE_BYTES
+        too_big = refuse("larger than the %d MiB calipers view reads" % (limit >> 20))
+        if st.st_size > limit:
+            raise too_big
+        # In one read of its size (one buffer, no copy), then to the end in
+        # case it is growing: at most limit + 1 bytes in all.
+        chunks, total, want = [], 0, st.st_size + 1
+        while True:
+            chunk = os.read(fd, min(want, limit + 1 - total))
+            if not chunk:
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            chunks.append(chunk)
+            total += len(chunk)
+            want = 1 << 20
+            if total > limit:
+                raise too_big
+    except OSError as exc:
+        raise refuse(exc.strerror or exc)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def terminal_width():
+    """The width of standard output's terminal, else $COLUMNS, else 100
+    (a $COLUMNS that is not a width is ignored, as ls does)."""
+    try:
+        return os.get_terminal_size(1).columns
+    except (OSError, ValueError):
+        pass
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isascii() and columns.isdigit() and 1 <= len(columns) <= 5 and int(columns):
+        return int(columns)
+    return 100
 
 
 def view(args):
@@ -588,8 +716,7 @@ def view(args):
         arg = args[i]
         name, eq, value = arg.partition("=")
         if name in ("-h", "--help"):
-            sys.stdout.write(USAGE)
-            sys.exit(0)
+            print_and_exit(VIEW_HELP)
         if name == "--text" and not eq:
             opts["html"] = None
         elif name in ("--html", "--width", "--min-percent", "--max-rows", "--color"):
@@ -603,9 +730,9 @@ def view(args):
                     raise UsageError("--html: expected a file name")
                 opts["html"] = value
             elif name == "--width":
-                opts["width"] = parse_count(value, name)
+                opts["width"] = parse_count(value, name, MAX_WIDTH)
             elif name == "--max-rows":
-                opts["max_rows"] = parse_count(value, name)
+                opts["max_rows"] = parse_count(value, name, MAX_ROWS)
             elif name == "--min-percent":
                 opts["min_percent"] = parse_percent(value)
             elif value in ("auto", "always", "never"):
@@ -622,21 +749,14 @@ def view(args):
     if path is None:
         raise UsageError("no profile to view (calipers view profile.json)")
     html = check_outfile(opts["html"], "--html", "the HTML report") if opts["html"] else None
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise InputError("cannot read %s: %s" % (path, exc.strerror or exc), 2)
+    data = read_profile(path)
     try:
         if html:
             page = _calipers.render_html(data)
         else:
             width = opts["width"]
             if width is None:
-                try:
-                    width = os.get_terminal_size(1).columns
-                except OSError:
-                    width = int(os.environ.get("COLUMNS") or 100)
+                width = terminal_width()
             tty = {"always": True, "never": False}.get(opts["color"])
             if tty is None:
                 tty = _agent.styled(1)
@@ -649,13 +769,17 @@ def view(args):
             _agent.write_file(html, page.encode("utf-8"))
         except OSError as exc:
             raise InputError("cannot write %s: %s" % (html, exc.strerror or exc), 2)
-        sys.stderr.write("calipers: HTML report written to %s\n" % html)
+        say(sys.stderr, "calipers: HTML report written to %s\n" % html)
         return
+    if sys.stdout is None:  # calipers view p.json >&-
+        raise InputError("cannot write the report: standard output is closed", 1)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:  # calipers view p.json | head
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    except OSError as exc:  # a full disk, a revoked terminal
+        raise InputError("cannot write the report: %s" % (exc.strerror or exc), 1)
 
 
 def control_dir(pid, command):
@@ -733,7 +857,10 @@ def printable(text):
 
 
 def pid_argument(args, command):
-    if len(args) != 1 or not args[0].isdigit():
+    if args and args[0] in ("-h", "--help"):
+        print_and_exit(HELP[command])
+    # ASCII digits, and few enough of them for a PID (int() refuses "²").
+    if len(args) != 1 or not (args[0].isascii() and args[0].isdigit()) or len(args[0]) > 10:
         raise UsageError("usage: calipers %s PID" % command)
     return int(args[0])
 
@@ -770,8 +897,7 @@ def dump(args):
             time.sleep(0.05)
     finally:
         os.close(dir_fd)
-    sys.stderr.write("calipers: profile of process %d written to %s\n"
-                     % (pid, printable(outfile)))
+    say(sys.stderr, "calipers: profile of process %d written to %s\n" % (pid, printable(outfile)))
 
 
 def switch(args, on):
@@ -788,18 +914,19 @@ def switch(args, on):
         raise InputError("cannot switch process %d %s: %s" % (pid, command, exc.strerror), 1)
     finally:
         os.close(dir_fd)
-    sys.stderr.write("calipers: profiling of process %d is %s\n" % (pid, command))
+    say(sys.stderr, "calipers: profiling of process %d is %s\n" % (pid, command))
 
 
 def main(argv=None):
     args = sys.argv[1:] if argv is None else list(argv)
     try:
+        if args[:1] == ["help"] and len(args) == 2 and args[1] in HELP:
+            print_and_exit(HELP[args[1]])  # calipers help view
         if not args or args[0] in ("-h", "--help", "help"):
-            sys.stdout.write(USAGE)
+            say(sys.stdout, USAGE)
             sys.exit(0 if args else 2)
         if args[0] == "--version":
-            sys.stdout.write("calipers %s\n" % __version__)
-            sys.exit(0)
+            print_and_exit("calipers %s\n" % __version__)
         if args[0] == "run":
             run(args[1:])
             return

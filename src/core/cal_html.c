@@ -10,8 +10,12 @@
  *     a comment ("<!--") however the file was made; JSON.parse reads the
  *     escape back as '<'.  (The profile was parsed before, so each '<' is
  *     inside a string, where the escape is valid JSON.)
- *   - the title is HTML-escaped;
- *   - the script puts profile text into the page with textContent only.
+ *   - the title is HTML-escaped, its controls shown as their code
+ *     ("&lt;U+202E&gt;", cal_view_control), as the script shows them in the
+ *     page: a right-to-left override in a file name cannot disguise it;
+ *   - the script puts profile text into the page with textContent only;
+ *   - what is embedded is the JSON document itself, a UTF-8 byte order mark
+ *     (which the reader skips, and JSON.parse would not) left out.
  */
 #include "cal_view.h"
 
@@ -20,6 +24,13 @@
 static void add_escaped_html(cal_buf *out, const char *s)
 {
     for (; *s; s++) {
+        size_t len;
+        unsigned cp = cal_view_control(s, &len);
+        if (cp) {
+            cal_buf_printf(out, "&lt;U+%04X&gt;", cp);
+            s += len - 1;
+            continue;
+        }
         switch (*s) {
         case '<': cal_buf_puts(out, "&lt;"); break;
         case '>': cal_buf_puts(out, "&gt;"); break;
@@ -57,6 +68,10 @@ void cal_view_html(const cal_jv *root, const char *json, size_t len, const char 
                    size_t tlen, cal_buf *out)
 {
     static const char *const holes[2] = {"CALIPERS_TITLE", "CALIPERS_PROFILE"};
+    if (len >= 3 && memcmp(json, "\xEF\xBB\xBF", 3) == 0) {
+        json += 3;
+        len -= 3;
+    }
     const char *p = tmpl, *end = tmpl + tlen;
     for (int h = 0; h < 2; h++) {
         const char *at = find(p, (size_t)(end - p), holes[h]);

@@ -28,6 +28,7 @@ typedef struct parser {
     char *err;
     size_t cap;
     int failed;
+    size_t values; /* parsed so far: at most CAL_JSONR_MAX_VALUES */
 } parser;
 
 static void *arena_alloc(parser *ps, size_t n)
@@ -335,6 +336,40 @@ static int push(parser *ps, scratch *s, const cal_jv *v)
     return 0;
 }
 
+static int cmp_key(const void *a, const void *b)
+{
+    return strcmp(((const cal_jv *)a)->key, ((const cal_jv *)b)->key);
+}
+
+/* A member name the object being gathered on `s` has twice, or NULL.
+   Readers disagree on which member counts (cal_jv_get takes the first, a
+   browser's JSON.parse the last), so a profile that does is refused: what
+   is checked is what is drawn.  *oom: could not tell, for want of memory. */
+static const char *duplicate_key(const scratch *s, int *oom)
+{
+    *oom = 0;
+    if (s->n <= 16) {
+        for (size_t i = 1; i < s->n; i++)
+            for (size_t j = 0; j < i; j++)
+                if (strcmp(s->v[i].key, s->v[j].key) == 0)
+                    return s->v[i].key;
+        return NULL;
+    }
+    cal_jv *sorted = malloc(s->n * sizeof *sorted);
+    if (!sorted) {
+        *oom = 1;
+        return NULL;
+    }
+    memcpy(sorted, s->v, s->n * sizeof *sorted);
+    qsort(sorted, s->n, sizeof *sorted, cmp_key);
+    const char *dup = NULL;
+    for (size_t i = 1; i < s->n && !dup; i++)
+        if (strcmp(sorted[i].key, sorted[i - 1].key) == 0)
+            dup = sorted[i].key;
+    free(sorted);
+    return dup;
+}
+
 /* An array or object at ps->p ('[' or '{'). */
 static int container(parser *ps, cal_jv *out, int depth)
 {
@@ -342,6 +377,7 @@ static int container(parser *ps, cal_jv *out, int depth)
     char close = obj ? '}' : ']';
     if (depth >= CAL_JSONR_MAX_DEPTH)
         return fail(ps, "nested too deeply");
+    const char *open_at = ps->p;
     ps->p++;
     scratch s = {0};
     int rc = 0;
@@ -359,8 +395,16 @@ static int container(parser *ps, cal_jv *out, int depth)
                     rc = fail(ps, "expected a member name");
                     break;
                 }
+                const char *kat = ps->p;
                 if ((rc = string(ps, &key, &klen)) != 0)
                     break;
+                if (strlen(key) != klen) {
+                    /* C would read "a\u0000b" as "a": the checks and a
+                       browser would not see the same member. */
+                    ps->p = kat;
+                    rc = fail(ps, "NUL in a member name");
+                    break;
+                }
                 skip_ws(ps);
                 if (ps->p >= ps->end || *ps->p != ':') {
                     rc = fail(ps, "expected ':'");
@@ -386,6 +430,18 @@ static int container(parser *ps, cal_jv *out, int depth)
             break;
         }
     }
+    if (rc == 0 && obj && s.n > 1) {
+        int oom;
+        const char *dup = duplicate_key(&s, &oom);
+        if (dup || oom) {
+            char quoted[48] = "";
+            if (dup)
+                cal_jv_quote(quoted, sizeof quoted, dup, 40);
+            ps->p = open_at;
+            rc = oom ? fail(ps, "out of memory")
+                     : fail(ps, "two members named \"%s\" in one object", quoted);
+        }
+    }
     if (rc == 0) {
         out->type = obj ? CAL_JOBJ : CAL_JARR;
         out->n = s.n;
@@ -405,6 +461,8 @@ static int container(parser *ps, cal_jv *out, int depth)
 static int value(parser *ps, cal_jv *out, int depth)
 {
     memset(out, 0, sizeof *out);
+    if (++ps->values > CAL_JSONR_MAX_VALUES)
+        return fail(ps, "more than %u values", CAL_JSONR_MAX_VALUES);
     skip_ws(ps);
     if (ps->p >= ps->end)
         return fail(ps, "unexpected end of input");
@@ -442,7 +500,7 @@ int cal_jdoc_parse(cal_jdoc *d, const char *text, size_t len, char *err, size_t 
     d->root = NULL;
     if (cap)
         err[0] = '\0';
-    parser ps = {d, text, text, text + len, err, cap, 0};
+    parser ps = {d, text, text, text + len, err, cap, 0, 0};
     /* A UTF-8 byte order mark is not JSON, but editors add one. */
     if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
         ps.p += 3;
@@ -520,4 +578,185 @@ double cal_jv_getnum(const cal_jv *obj, const char *key, double dflt)
 const char *cal_jv_getstr(const cal_jv *obj, const char *key, const char *dflt)
 {
     return cal_jv_str(cal_jv_get(obj, key), dflt);
+}
+
+/* ---- shapes -------------------------------------------------------------- */
+
+void cal_jv_quote(char *dst, size_t cap, const char *s, size_t max)
+{
+    size_t n = 0;
+    if (!cap)
+        return;
+    for (; *s && n + 1 < cap && max; max--) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c < 0x7F) {
+            dst[n++] = (char)c;
+            s++;
+        } else {
+            dst[n++] = '?';
+            s++;
+            while ((*s & 0xC0) == 0x80) /* the rest of a UTF-8 sequence */
+                s++;
+        }
+    }
+    dst[n] = '\0';
+}
+
+typedef struct checker {
+    char path[160]; /* where we are: "files[2].lines[0]" */
+    size_t len;
+    char *err;
+    size_t cap;
+} checker;
+
+static const char *type_name(const cal_jv *v)
+{
+    switch (v->type) {
+    case CAL_JNULL:
+        return "null";
+    case CAL_JBOOL:
+        return v->u.boolean ? "true" : "false";
+    case CAL_JNUM:
+        return "a number";
+    case CAL_JSTR:
+        return "a string";
+    case CAL_JARR:
+        return "an array";
+    default:
+        return "an object";
+    }
+}
+
+/* "a whole number or null" */
+static void expected(const cal_jshape *sh, char *dst, size_t cap)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } names[] = {{CAL_JT_OBJ, "an object"},      {CAL_JT_ARR, "an array"},
+                 {CAL_JT_STR, "a string"},       {CAL_JT_NUM, "a number"},
+                 {CAL_JT_BOOL, "true or false"}, {CAL_JT_NULL, "null"}};
+    size_t n = 0;
+    dst[0] = '\0';
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        if (!(sh->types & names[i].bit))
+            continue;
+        const char *name =
+            names[i].bit == CAL_JT_NUM && sh->whole ? "a whole number" : names[i].name;
+        int k = snprintf(dst + n, cap - n, "%s%s", n ? " or " : "", name);
+        if (k < 0 || (size_t)k >= cap - n)
+            return;
+        n += (size_t)k;
+    }
+}
+
+static int bad(checker *ck, const char *fmt, const char *a, const char *b)
+{
+    char what[160];
+    snprintf(what, sizeof what, fmt, a, b);
+    if (ck->cap)
+        snprintf(ck->err, ck->cap, "%s%s%s", ck->path, ck->len ? ": " : "", what);
+    return -1;
+}
+
+/* Append ".key" or "[i]" to the path; returns the length to restore. */
+static size_t enter(checker *ck, const char *key, size_t index)
+{
+    size_t was = ck->len, room = sizeof ck->path - ck->len;
+    int k;
+    if (key) {
+        char quoted[48];
+        cal_jv_quote(quoted, sizeof quoted, key, 40);
+        k = snprintf(ck->path + ck->len, room, ck->len ? ".%s" : "%s", quoted);
+    } else {
+        k = snprintf(ck->path + ck->len, room, "[%zu]", index);
+    }
+    ck->len = k < 0 || (size_t)k >= room ? sizeof ck->path - 1 : ck->len + (size_t)k;
+    return was;
+}
+
+static void leave(checker *ck, size_t was)
+{
+    ck->len = was;
+    ck->path[was] = '\0';
+}
+
+static int check(checker *ck, const cal_jv *v, const cal_jshape *sh);
+
+static int check_members(checker *ck, const cal_jv *obj, const cal_jshape *sh)
+{
+    for (; sh; sh = sh->also)
+        for (const cal_jmember *m = sh->members; m && m->key; m++) {
+            const cal_jv *kid = cal_jv_get(obj, m->key);
+            size_t was = enter(ck, m->key, 0);
+            int rc = kid           ? check(ck, kid, m->shape)
+                     : m->required ? bad(ck, "missing", "", "")
+                                   : 0;
+            if (rc != 0)
+                return rc;
+            leave(ck, was);
+        }
+    return 0;
+}
+
+static int check(checker *ck, const cal_jv *v, const cal_jshape *sh)
+{
+    if (!(sh->types & (1u << v->type))) {
+        char want[80];
+        expected(sh, want, sizeof want);
+        return bad(ck, "expected %s, not %s", want, type_name(v));
+    }
+    if (v->type == CAL_JNUM) {
+        if (sh->whole && v->u.num != floor(v->u.num)) {
+            char got[32];
+            snprintf(got, sizeof got, "%.16g", v->u.num);
+            return bad(ck, "expected a whole number, not %s%s", got, "");
+        }
+        if ((sh->min != 0 || sh->max != 0) &&
+            !(v->u.num >= sh->min && v->u.num <= sh->max)) {
+            char got[32], range[80];
+            snprintf(got, sizeof got, "%.16g", v->u.num);
+            snprintf(range, sizeof range, "(%.16g to %.16g)", sh->min, sh->max);
+            return bad(ck, "%s is out of range %s", got, range);
+        }
+    } else if (v->type == CAL_JOBJ) {
+        return check_members(ck, v, sh);
+    } else if (v->type == CAL_JARR) {
+        if (sh->tuple) {
+            size_t n = 0;
+            while (sh->tuple[n])
+                n++;
+            if (v->n != n) {
+                char want[24], got[24];
+                snprintf(want, sizeof want, "%zu", n);
+                snprintf(got, sizeof got, "%zu", v->n);
+                return bad(ck, "expected %s items, not %s", want, got);
+            }
+        }
+        for (size_t i = 0; i < v->n; i++) {
+            const cal_jshape *item = sh->tuple ? sh->tuple[i] : sh->items;
+            if (!item)
+                continue;
+            size_t was = enter(ck, NULL, i);
+            int rc = check(ck, &v->u.kids[i], item);
+            if (rc != 0)
+                return rc;
+            leave(ck, was);
+        }
+    }
+    return 0;
+}
+
+int cal_jv_check(const cal_jv *v, const cal_jshape *shape, const char *name, char *err,
+                 size_t cap)
+{
+    /* The path names where a problem is: "files[2].lines[0].line". */
+    checker ck = {.err = err, .cap = cap};
+    snprintf(ck.path, sizeof ck.path, "%s", name);
+    ck.len = strlen(ck.path);
+    if (cap)
+        err[0] = '\0';
+    if (!v)
+        return bad(&ck, "missing", "", "");
+    return check(&ck, v, shape);
 }

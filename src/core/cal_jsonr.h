@@ -12,6 +12,12 @@
 #include <stddef.h>
 
 #define CAL_JSONR_MAX_DEPTH 64
+/* At most this many values in a document: each takes 32 bytes in the tree
+   (and its array's gathering as many again), so a dense document of small
+   values ("[0,0,0,...]", 16 times its size in memory) is refused before it
+   takes more than about 1 GiB.  A profile holds about one value per 8 bytes
+   of JSON: 16 million is 128 MB of one. */
+#define CAL_JSONR_MAX_VALUES (1u << 24)
 
 typedef enum cal_jtype {
     CAL_JNULL,
@@ -59,5 +65,53 @@ int cal_jv_is(const cal_jv *v, cal_jtype t);
 /* Shorthands: cal_jv_num(cal_jv_get(obj, key), dflt), and the string. */
 double cal_jv_getnum(const cal_jv *obj, const char *key, double dflt);
 const char *cal_jv_getstr(const cal_jv *obj, const char *key, const char *dflt);
+
+/* ---- shapes: what a reader may assume about a document ----------------
+   A shape says which types a value may take and, for a number, whether it
+   must be whole and its range; for an object, its known members, each
+   required or optional (members it does not know are ignored, so a newer
+   writer's additions pass); for an array, the shape of every element, or
+   exactly one shape per position (a tuple).  cal_jv_check walks a
+   document against a shape before anything reads it, so that the code that
+   does (a renderer, the browser that runs the HTML viewer's script) finds
+   only what it expects: a string is never where a number is read. */
+
+enum {
+    CAL_JT_NULL = 1 << CAL_JNULL,
+    CAL_JT_BOOL = 1 << CAL_JBOOL,
+    CAL_JT_NUM = 1 << CAL_JNUM,
+    CAL_JT_STR = 1 << CAL_JSTR,
+    CAL_JT_ARR = 1 << CAL_JARR,
+    CAL_JT_OBJ = 1 << CAL_JOBJ,
+};
+
+typedef struct cal_jshape cal_jshape;
+
+typedef struct cal_jmember {
+    const char *key;
+    int required;
+    const cal_jshape *shape;
+} cal_jmember;
+
+struct cal_jshape {
+    unsigned types;                 /* the CAL_JT_* a value may be */
+    int whole;                      /* a number must be a whole number */
+    double min, max;                /* a number's range (both 0: any) */
+    const cal_jmember *members;     /* an object's known members, ended by {NULL} */
+    const cal_jshape *also;         /* an object: this shape's members as well */
+    const cal_jshape *items;        /* an array: every element's shape */
+    const cal_jshape *const *tuple; /* an array: one shape per position, NULL-ended */
+};
+
+/* Check `v` against `shape`.  0 if it fits; else -1 with one line in err
+   saying where (from `name`, "" for the document) and what
+   ("files[2].lines[0].line: expected a whole number, not a string").  The
+   work is linear in the size of the checked part of the document. */
+int cal_jv_check(const cal_jv *v, const cal_jshape *shape, const char *name, char *err,
+                 size_t cap);
+
+/* Copy `s` into dst (cap bytes) as printable ASCII, at most `max` chars
+   of it, anything else as '?': for a message that quotes the document. */
+void cal_jv_quote(char *dst, size_t cap, const char *s, size_t max);
 
 #endif

@@ -28,6 +28,7 @@
 #include "cal_leak.h"
 
 #include "cal_report.h"
+#include "cal_view.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -413,11 +414,10 @@ static int add_processes(cal_profile *p, const cal_jv *root, int64_t offset, uin
 
 int cal_merge_add(cal_profile *p, const cal_jv *root, double start_unix, char *err, size_t cap)
 {
-    if (strcmp(cal_jv_getstr(root, "schema", ""), CAL_SCHEMA) != 0 ||
-        !cal_jv_is(cal_jv_get(root, "summary"), CAL_JOBJ)) {
-        snprintf(err, cap, "not a %s profile", CAL_SCHEMA);
+    /* The check the renderers rely on: each member read below has its type,
+       and a number its range, so no conversion below is out of range. */
+    if (cal_view_check(root, err, cap) != 0)
         return -1;
-    }
     cal_leak_settle(p);
     cal_process *p0 = cal_profile_process_mut(p, 0);
     if (cal_profile_nprocesses(p) == 1 && cal_profile_memory_at(p)->enabled)

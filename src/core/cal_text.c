@@ -14,9 +14,12 @@
  * Python share).  At most max_rows source rows in all: the lines that matter
  * most are kept.
  *
- * Text from the profile (source, paths, names) is the user's, not ours: any
- * control character in it is shown as '?', so a profile cannot move the
- * cursor or change colours on the terminal that shows it.
+ * Text from the profile (source, paths, names) is the user's, not ours: a
+ * control character in it, or an invisible one that reorders the text
+ * around it (U+202E, the "Trojan Source" bidirectional overrides and
+ * isolates), is shown as its code, "<U+202E>" (cal_view_control), so a
+ * profile can neither move the cursor or change colours on the terminal
+ * that shows it nor make the source shown differ from the source run.
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "cal_view.h"
@@ -56,81 +59,64 @@ static double alloc_of(const cal_jv *mem)
     return cal_jv_getnum(mem, "alloc_python_bytes", 0) + cal_jv_getnum(mem, "alloc_native_bytes", 0);
 }
 
-int cal_view_check(const cal_jv *root, char *err, size_t cap)
-{
-    const char *schema = cal_jv_getstr(root, "schema", NULL);
-    if (!schema || strncmp(schema, "calipers/", 9) != 0) {
-        snprintf(err, cap, "not a calipers profile (no \"schema\": \"%s\")", CAL_VIEW_SCHEMA);
-        return -1;
-    }
-    if (strcmp(schema, CAL_VIEW_SCHEMA) != 0) {
-        snprintf(err, cap, "profile schema %.40s is not the one this calipers reads (%s)", schema,
-                 CAL_VIEW_SCHEMA);
-        return -1;
-    }
-    static const char *const need[] = {"program", "summary", "files"};
-    for (size_t i = 0; i < sizeof need / sizeof *need; i++)
-        if (!cal_jv_is(cal_jv_get(root, need[i]), i == 2 ? CAL_JARR : CAL_JOBJ)) {
-            snprintf(err, cap, "corrupt profile: \"%s\" is missing or malformed", need[i]);
-            return -1;
-        }
-    return 0;
-}
-
 /* ---- text helpers ------------------------------------------------------ */
-
-/* Display columns of UTF-8 text (one per code point). */
-static int text_width(const char *s)
-{
-    int c = 0;
-    for (; *s; s++)
-        if ((*s & 0xC0) != 0x80)
-            c++;
-    return c;
-}
 
 /* Our sentences join a number to its unit with GLUE ("0.68 s"), shown as a
    space where a wrapped line is never broken.  (A GLUE byte in the user's
    text is shown as a space too: harmless.) */
 #define GLUE '\x01'
 
-/* Append `s` cut to `cols` columns ("…" or "~" marks the cut), control
-   characters as '?', tabs as four spaces. */
+/* The character at p: its bytes (*len) and the columns it is shown in (a
+   tab four spaces, a control its code, anything else one column). */
+static int glyph(const char *p, size_t *len)
+{
+    if (*p == '\t' || *p == GLUE) {
+        *len = 1;
+        return *p == '\t' ? 4 : 1;
+    }
+    if (cal_view_control(p, len))
+        return CAL_VIEW_CONTROL_COLS;
+    size_t n = 1;
+    while ((p[n] & 0xC0) == 0x80)
+        n++;
+    *len = n;
+    return 1;
+}
+
+/* Display columns of UTF-8 text, as add_text shows it. */
+static int text_width(const char *s)
+{
+    int c = 0;
+    size_t n;
+    for (; *s; s += n)
+        c += glyph(s, &n);
+    return c;
+}
+
+/* Append `s` cut to `cols` columns ("…" or "~" marks the cut), controls as
+   their code (cal_view_control), tabs as four spaces. */
 static void add_text(cal_buf *out, const char *s, int cols, int tty)
 {
-    int w = 0;
-    for (const char *p = s; *p; p++)
-        if ((*p & 0xC0) != 0x80)
-            w += *p == '\t' ? 4 : 1;
-    int cut = w > cols;
+    int cut = text_width(s) > cols;
     int room = cut ? cols - 1 : cols;
     int c = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p && c < room;) {
+    size_t n;
+    for (const char *p = s; *p && c < room; p += n) {
+        int w = glyph(p, &n);
         if (*p == '\t') {
-            int n = room - c < 4 ? room - c : 4;
-            cal_buf_repeat(out, " ", n);
-            c += n;
-            p++;
+            w = room - c < 4 ? room - c : 4;
+            cal_buf_repeat(out, " ", w);
         } else if (*p == GLUE) {
             cal_buf_puts(out, " ");
-            c++;
-            p++;
-        } else if (*p < 0x20 || *p == 0x7F) {
-            cal_buf_puts(out, "?");
-            c++;
-            p++;
-        } else if (*p == 0xC2 && p[1] >= 0x80 && p[1] < 0xA0) { /* C1 controls */
-            cal_buf_puts(out, "?");
-            c++;
-            p += 2;
+        } else if (w == CAL_VIEW_CONTROL_COLS) {
+            if (c + w > room)
+                break; /* never half a code */
+            size_t len;
+            cal_buf_printf(out, "<U+%04X>", cal_view_control(p, &len));
         } else {
-            size_t n = 1;
-            while ((p[n] & 0xC0) == 0x80)
-                n++;
-            cal_buf_add(out, (const char *)p, n);
-            c++;
-            p += n;
+            cal_buf_add(out, p, n);
         }
+        c += w;
     }
     if (cut && cols > 0)
         cal_buf_puts(out, tty ? "…" : "~");

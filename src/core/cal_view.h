@@ -3,6 +3,9 @@
  * (cal_jsonr), never the live engine, so `calipers run` and `calipers view`
  * render any saved profile the same way.
  *
+ *   cal_view.c   the check a profile passes first: the types and ranges of
+ *                every member they read, so neither they nor the page's
+ *                script meet what they do not expect.
  *   cal_text.c   the terminal report: header, per-file line tables with the
  *                source, per-file functions, leaks; fits a width; ANSI colour
  *                and block glyphs on a terminal, plain ASCII otherwise.
@@ -27,10 +30,24 @@ typedef struct cal_view_opts {
     const char *outfile; /* named at the end ("profile written to"), or NULL */
 } cal_view_opts;
 
-/* 0 if `root` is a profile these renderers understand; else -1 with a
-   one-line reason in err ("not a calipers profile", "schema calipers/2 is
-   newer than this calipers (calipers/1)"). */
+/* 0 if `root` is a profile these renderers understand: the schema's name,
+   and every member they (or the HTML page's script) read of the type and
+   within the range they expect.  Else -1 with a one-line reason in err
+   ("not a calipers profile", "profile schema calipers/2 is not the one
+   this calipers reads (calipers/1)", "corrupt profile: files[0].lines[3]
+   .line: expected a whole number, not a string"). */
 int cal_view_check(const cal_jv *root, char *err, size_t cap);
+
+/* The code point that starts the UTF-8 text at p if the reports show it
+   as its code ("<U+202E>", CAL_VIEW_CONTROL_COLS columns) rather than let
+   it act: C0 and C1 controls and DEL, and the invisible characters that
+   reorder or hide the text around them (bidirectional marks, embeddings,
+   overrides and isolates, U+061C, zero-width space, word joiner and the
+   invisible operators, the line and paragraph separators, the byte order
+   mark, the interlinear annotation marks).  *len: its bytes.  0 if not
+   one (p at a NUL, too).  The HTML viewer's script has the same list. */
+unsigned cal_view_control(const char *p, size_t *len);
+#define CAL_VIEW_CONTROL_COLS 8
 
 /* Append the terminal report of `root` (checked) to out. */
 void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out);

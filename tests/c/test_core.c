@@ -982,6 +982,449 @@ static void test_vmread(void)
     munmap(map, 2 * (size_t)page);
 }
 
+/* ---- hostile profiles: the reader's gate and the reports' escaping ------ */
+
+static char *read_fixture(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL); /* run from the repository root */
+    if (!f)
+        return NULL;
+    cal_buf b;
+    cal_buf_init(&b);
+    char chunk[65536];
+    size_t k;
+    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0)
+        cal_buf_add(&b, chunk, k);
+    fclose(f);
+    *len = b.len;
+    return b.data;
+}
+
+/* Member names: one of each, and no NUL (C and a browser would read
+   different members). */
+static void test_jsonr_member_names(void)
+{
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"{\"a\": 1, \"a\": \"x\"}", "two members named \"a\""},
+        {"{\"a\": {\"b\": 1, \"c\": 2, \"b\": 3}}",
+         "line 1 column 7: two members named \"b\""},
+        {"{\"a\\u0000b\": 1}", "NUL in a member name"},
+    };
+    cal_jdoc d;
+    char err[160];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = cal_jdoc_parse(&d, bad[i].text, strlen(bad[i].text), err, sizeof err);
+        CHECK(rc == -1 && strstr(err, bad[i].why) != NULL);
+        if (rc == 0 || !strstr(err, bad[i].why))
+            fprintf(stderr, "  %s -> %s\n", bad[i].text, err);
+        cal_jdoc_free(&d);
+    }
+    /* A large object (sorted, not compared pairwise): the twin far apart. */
+    cal_buf b;
+    cal_buf_init(&b);
+    cal_buf_puts(&b, "{");
+    for (int i = 0; i < 500; i++)
+        cal_buf_printf(&b, "\"k%d\": %d, ", i, i);
+    cal_buf_puts(&b, "\"k7\": 0}");
+    CHECK(cal_jdoc_parse(&d, b.data, b.len, err, sizeof err) == -1 &&
+          strstr(err, "\"k7\""));
+    cal_jdoc_free(&d);
+    b.len -= strlen("\"k7\": 0}");
+    cal_buf_puts(&b, "\"k500\": 0}");
+    CHECK(cal_jdoc_parse(&d, b.data, b.len, err, sizeof err) == 0 &&
+          cal_jv_len(d.root) == 501);
+    cal_jdoc_free(&d);
+    cal_buf_free(&b);
+    /* A name in a message is printable ASCII, whatever it was. */
+    const char *esc =
+        "{\"\\u001b]0;x\\u0007\\u202e\": 1, \"\\u001b]0;x\\u0007\\u202e\": 2}";
+    CHECK(cal_jdoc_parse(&d, esc, strlen(esc), err, sizeof err) == -1);
+    int printable = 1;
+    for (const char *c = err; *c; c++)
+        printable &= *c >= 0x20 && *c < 0x7F;
+    CHECK(printable && strstr(err, "\"?]0;x??\""));
+    cal_jdoc_free(&d);
+}
+
+/* Check `text` against the profile's shape: NULL when accepted, else the
+   reason (static). */
+static const char *view_check_text(const char *text, size_t len)
+{
+    static char err[300];
+    cal_jdoc d;
+    int rc = cal_jdoc_parse(&d, text, len, err, sizeof err);
+    if (rc == 0)
+        rc = cal_view_check(d.root, err, sizeof err);
+    cal_jdoc_free(&d);
+    return rc == 0 ? NULL : err;
+}
+
+static void write_mutated(cal_buf *b, const cal_jv *v, const cal_jv *target,
+                          const char *repl);
+
+/* A fixture as compact JSON ("key":value, no blanks), for the edits below. */
+static char *compact_fixture(const char *path, size_t *len)
+{
+    size_t n;
+    char *text = read_fixture(path, &n), err[200];
+    cal_jdoc d;
+    if (!text || cal_jdoc_parse(&d, text, n, err, sizeof err) != 0) {
+        CHECK(0);
+        free(text);
+        return NULL;
+    }
+    cal_buf b;
+    cal_buf_init(&b);
+    write_mutated(&b, d.root, NULL, NULL);
+    cal_jdoc_free(&d);
+    free(text);
+    *len = b.len;
+    return b.data;
+}
+
+/* `doc` with the first `from` replaced by `to`. */
+static char *replaced(const char *doc, size_t len, const char *from, const char *to,
+                      size_t *out)
+{
+    const char *at = strstr(doc, from);
+    CHECK(at != NULL);
+    if (!at) {
+        fprintf(stderr, "  no %s\n", from);
+        return NULL;
+    }
+    size_t head = (size_t)(at - doc), n = len - head - strlen(from);
+    char *r = malloc(head + strlen(to) + n + 1);
+    memcpy(r, doc, head);
+    memcpy(r + head, to, strlen(to));
+    memcpy(r + head + strlen(to), at + strlen(from), n);
+    *out = head + strlen(to) + n;
+    r[*out] = '\0';
+    return r;
+}
+
+/* The shape check: what the renderers and the page's script read has the
+   type and range they expect, and the refusal names the member.  (A value
+   displaced by an edit lives on as the unknown member "zz".) */
+static void test_view_check_shapes(void)
+{
+    size_t len;
+    char *doc = compact_fixture("tests/data/memory.json", &len);
+    if (!doc)
+        return;
+    CHECK(view_check_text(doc, len) == NULL);
+    static const struct {
+        const char *from, *to, *why;
+    } cases[] = {
+        {"\"wall_s\":", "\"wall_s\":\"0.8\",\"zz\":",
+         "summary.wall_s: expected a number, not a string"},
+        {"\"lines\":[{\"line\":", "\"lines\":[{\"line\":\"4\",\"zz\":",
+         "files[0].lines[0].line: expected a whole number, not a string"},
+        {"\"lines\":[{\"line\":", "\"lines\":[{\"line\":4.5,\"zz\":",
+         "files[0].lines[0].line: expected a whole number, not 4.5"},
+        {"\"lines\":[{\"line\":", "\"lines\":[{\"line\":1e12,\"zz\":",
+         "files[0].lines[0].line: 1000000000000 is out of range (-2147483648 to "
+         "2147483647)"},
+        {"\"attributed_samples\":", "\"attributed_samples\":-5,\"zz\":",
+         "summary.attributed_samples: -5 is out of range"},
+        {"\"peak_bytes\":", "\"peak_bytes\":1e16,\"zz\":",
+         "summary.memory.peak_bytes: 1e+16 is out of range"},
+        {"\"lines\":[", "\"lines\":{\"x\":1},\"zz\":[",
+         "files[0].lines: expected an array, not an object"},
+        {"\"argv\":[", "\"argv\":[null,",
+         "program.argv[0]: expected a string, not null"},
+        {"\"cwd\":", "\"cwd\":null,\"zz\":",
+         "program.cwd: expected a string, not null"},
+        {"\"timeline\":[[", "\"timeline\":[[1],[",
+         "summary.memory.timeline[0]: expected 2 items, not 1"},
+        {"\"source\":[[", "\"source\":[[0,\"x\"],[",
+         "files[0].source[0][0]: 0 is out of range"},
+        {"\"python_s\":", "\"py\":", "summary.python_s: missing"},
+        {"\"memory\":{\"allocated", "\"memory\":[],\"zz\":{\"allocated",
+         "summary.memory: expected an object or null, not an array"},
+        {"\"notes\":[]", "\"notes\":[{}]",
+         "notes[0]: expected a string, not an object"},
+        {"\"cpu_only\":false", "\"cpu_only\":0",
+         "config.cpu_only: expected true or false, not a number"},
+        {"\"wall_s\":", "\"wall_s\":1e10,\"zz\":",
+         "summary.wall_s: 10000000000 is out of range (0 to 1000000000)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t n;
+        char *bad = replaced(doc, len, cases[i].from, cases[i].to, &n);
+        if (!bad)
+            continue;
+        const char *why = view_check_text(bad, n);
+        CHECK(why && strstr(why, cases[i].why));
+        if (!why || !strstr(why, cases[i].why))
+            fprintf(stderr, "  %s -> %s -> %s\n", cases[i].from, cases[i].to,
+                    why ? why : "accepted");
+        free(bad);
+    }
+    /* What may be missing or null is, and unknown members are ignored. */
+    static const struct {
+        const char *from, *to;
+    } fine[] = {
+        {"\"summary\":{",
+         "\"summary\":{\"gpu\":null,\"paused_s\":1.5,\"new_thing\":[\"x\"],"},
+        {"\"summary\":{",
+         "\"summary\":{\"gpu\":{\"available\":false,\"reason\":\"no driver\"},"},
+        {"\"memory\":{\"alloc_python_bytes\"",
+         "\"memory\":null,\"zz\":{\"alloc_python_bytes\""},
+        {"\"source\":[[", "\"source\":null,\"zz\":[["},
+        {"\"schema\":\"calipers/1\",", "\"schema\":\"calipers/1\",\"__proto__\":1,"},
+        {"\"wall_s\":", "\"wall_s\":1e9,\"zz\":"},
+    };
+    for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
+        size_t n;
+        char *ok = replaced(doc, len, fine[i].from, fine[i].to, &n);
+        if (!ok)
+            continue;
+        const char *why = view_check_text(ok, n);
+        CHECK(why == NULL);
+        if (why)
+            fprintf(stderr, "  %s -> %s -> %s\n", fine[i].from, fine[i].to, why);
+        free(ok);
+    }
+    free(doc);
+}
+
+/* Controls in the user's text are shown as their code in the terminal
+   report and the page's title, never obeyed; a byte order mark is not
+   embedded in the page (JSON.parse would refuse it). */
+static void test_view_controls(void)
+{
+    size_t len;
+    char *doc = compact_fixture("tests/data/cpu.json", &len);
+    if (!doc)
+        return;
+    size_t n1, n2, n3;
+    char *a = replaced(doc, len, "\"argv\":[\"tests/programs/",
+                       "\"argv\":[\"tests/programs/\\u202e\\u001b[2J", &n1);
+    char *b =
+        a ? replaced(a, n1, "\"path\":\"", "\"path\":\"\\u2066\\u0085\\ufeff", &n2)
+          : NULL;
+    char *c = b ? malloc(n2 + 4) : NULL;
+    if (!c) {
+        free(a);
+        free(b);
+        free(doc);
+        return;
+    }
+    memcpy(c, "\xEF\xBB\xBF", 3);
+    memcpy(c + 3, b, n2 + 1);
+    n3 = n2 + 3;
+    cal_jdoc d;
+    char err[200];
+    CHECK(cal_jdoc_parse(&d, c, n3, err, sizeof err) == 0 &&
+          cal_view_check(d.root, err, sizeof err) == 0);
+    cal_buf out;
+    for (int tty = 0; tty <= 1; tty++) {
+        for (int width = 60; width <= 160; width += 7) {
+            cal_view_opts o = {width, tty, 0, 300, NULL};
+            cal_buf_init(&out);
+            cal_view_text(d.root, &o, &out);
+            CHECK(out.data && strstr(out.data, "<U+202E><U+001B>[2J") != NULL);
+            CHECK(strstr(out.data, "<U+2066><U+0085><U+FEFF>") || width < 100);
+            CHECK(strstr(out.data, "\xe2\x80\xae") == NULL &&
+                  strstr(out.data, "\xe2\x81\xa6") == NULL &&
+                  strstr(out.data, "\xc2\x85") == NULL &&
+                  strstr(out.data, "\xef\xbb\xbf") == NULL);
+            CHECK(max_visible_width(out.data) <= width);
+            if (!tty)
+                CHECK(strchr(out.data, '\033') == NULL);
+            cal_buf_free(&out);
+        }
+    }
+    cal_buf_init(&out);
+    cal_view_html(d.root, c, n3, "<title>CALIPERS_TITLE</title>CALIPERS_PROFILE", 45,
+                  &out);
+    CHECK(strncmp(out.data, "<title>&lt;U+202E&gt;&lt;U+001B&gt;[2J", 38) == 0);
+    CHECK(strstr(out.data, "</title>{") != NULL); /* the document, not its BOM */
+    cal_buf_free(&out);
+    cal_jdoc_free(&d);
+    free(a);
+    free(b);
+    free(c);
+    free(doc);
+}
+
+/* ---- type-confusion fuzzing: valid JSON, the wrong things in it ------------ */
+
+static void add_json_string(cal_buf *b, const char *s, size_t n)
+{
+    cal_buf_puts(b, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            cal_buf_printf(b, "\\%c", c);
+        else if (c < 0x20)
+            cal_buf_printf(b, "\\u%04x", c);
+        else
+            cal_buf_add(b, s + i, 1);
+    }
+    cal_buf_puts(b, "\"");
+}
+
+/* `v` as JSON, with the node `target` written as `repl` (dropped when
+   repl is "", with its member name). */
+static void write_mutated(cal_buf *b, const cal_jv *v, const cal_jv *target,
+                          const char *repl)
+{
+    if (v == target) {
+        cal_buf_puts(b, repl);
+        return;
+    }
+    switch (v->type) {
+    case CAL_JNULL:
+        cal_buf_puts(b, "null");
+        break;
+    case CAL_JBOOL:
+        cal_buf_puts(b, v->u.boolean ? "true" : "false");
+        break;
+    case CAL_JNUM:
+        cal_buf_printf(b, "%.17g", v->u.num);
+        break;
+    case CAL_JSTR:
+        add_json_string(b, v->u.str, v->n);
+        break;
+    default: {
+        int obj = v->type == CAL_JOBJ, first = 1;
+        cal_buf_puts(b, obj ? "{" : "[");
+        for (size_t i = 0; i < v->n; i++) {
+            const cal_jv *kid = &v->u.kids[i];
+            if (kid == target && !*repl)
+                continue;
+            cal_buf_puts(b, first ? "" : ",");
+            first = 0;
+            if (obj) {
+                add_json_string(b, kid->key, strlen(kid->key));
+                cal_buf_puts(b, ":");
+            }
+            write_mutated(b, kid, target, repl);
+        }
+        cal_buf_puts(b, obj ? "}" : "]");
+    }
+    }
+}
+
+static size_t count_nodes(const cal_jv *v)
+{
+    size_t n = 1;
+    if (v->type == CAL_JARR || v->type == CAL_JOBJ)
+        for (size_t i = 0; i < v->n; i++)
+            n += count_nodes(&v->u.kids[i]);
+    return n;
+}
+
+static const cal_jv *nth_node(const cal_jv *v, size_t *k)
+{
+    if ((*k)-- == 0)
+        return v;
+    if (v->type == CAL_JARR || v->type == CAL_JOBJ)
+        for (size_t i = 0; i < v->n; i++) {
+            const cal_jv *r = nth_node(&v->u.kids[i], k);
+            if (r)
+                return r;
+        }
+    return NULL;
+}
+
+/* Replace one node of a real profile by a value of another type, an edge
+   number, or nothing; whatever the check accepts is rendered, at a random
+   width, in both modes, and the HTML written.  Under ASan/UBSan any bad
+   access, overflow or out-of-range conversion fails it; the renderers'
+   own invariants are checked too (width, no escape sequences in plain
+   mode).  The pytest tier does the same through the browser
+   (tests/security/test_fuzz_view.py). */
+static void fuzz_types(const char *seed, size_t len, int rounds)
+{
+    static const char *const repl[] = {
+        "\"12\"",
+        "\"\"",
+        "null",
+        "true",
+        "false",
+        "[]",
+        "{}",
+        "[[0,0]]",
+        "[\"x\"]",
+        "{\"python_s\":1}",
+        "0",
+        "-1",
+        "0.5",
+        "-0",
+        "1e300",
+        "-1e300",
+        "1e-310",
+        "1e9",
+        "1000000001",
+        "9007199254740992",
+        "9007199254740994",
+        "18446744073709551616",
+        "2147483648",
+        "-2147483649",
+        "4294967296",
+        "\"\\u202e\\u001b[31m\"",
+        "",
+    };
+    cal_jdoc d;
+    char err[300];
+    if (cal_jdoc_parse(&d, seed, len, err, sizeof err) != 0) {
+        CHECK(0);
+        return;
+    }
+    size_t nodes = count_nodes(d.root), accepted = 0, refused = 0;
+    for (int r = 0; r < rounds; r++) {
+        size_t k = 1 + fuzz_next() % (nodes - 1);
+        const cal_jv *target = nth_node(d.root, &k);
+        cal_buf text;
+        cal_buf_init(&text);
+        write_mutated(&text, d.root, target,
+                      repl[fuzz_next() % (sizeof repl / sizeof *repl)]);
+        cal_jdoc m;
+        if (cal_jdoc_parse(&m, text.data, text.len, err, sizeof err) == 0 &&
+            cal_view_check(m.root, err, sizeof err) == 0) {
+            accepted++;
+            cal_view_opts o = {60 + (int)(fuzz_next() % 140), (int)(fuzz_next() % 2),
+                               (double)(fuzz_next() % 3), 1 + (int)(fuzz_next() % 400),
+                               NULL};
+            cal_buf out;
+            cal_buf_init(&out);
+            cal_view_text(m.root, &o, &out);
+            CHECK(out.data && max_visible_width(out.data) <= o.width);
+            if (!o.tty)
+                CHECK(strchr(out.data, '\033') == NULL);
+            cal_view_html(m.root, text.data, text.len,
+                          "CALIPERS_TITLE CALIPERS_PROFILE", 31, &out);
+            cal_buf_free(&out);
+        } else {
+            refused++;
+            CHECK(err[0] != '\0' && strchr(err, '\n') == NULL);
+        }
+        cal_jdoc_free(&m);
+        cal_buf_free(&text);
+    }
+    cal_jdoc_free(&d);
+    CHECK(accepted > 0 && refused > 0); /* both ways were taken */
+}
+
+static void test_fuzz_types(void)
+{
+    static const char *const fixtures[] = {
+        "tests/data/memory.json", "tests/data/cpu.json", "tests/data/empty.json",
+        "tests/data/procs.json"};
+    for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
+        size_t len;
+        char *doc = read_fixture(fixtures[i], &len);
+        if (doc)
+            fuzz_types(doc, len, 600);
+        free(doc);
+    }
+}
+
 int main(void)
 {
     test_map();
@@ -1001,6 +1444,10 @@ int main(void)
     test_bsamp();
     test_series();
     test_vmread();
+    test_jsonr_member_names();
+    test_view_check_shapes();
+    test_view_controls();
+    test_fuzz_types();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

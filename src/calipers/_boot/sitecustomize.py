@@ -81,7 +81,7 @@ def _calipers_boot():
 
             _agent.start(config)
         except Exception as exc:  # never break the program
-            if main:
+            if main and sys.stderr is not None:  # None: started with it closed
                 sys.stderr.write("calipers: profiling disabled: %s\n" % (exc,))
 
     # Chain to the user's sitecustomize, as if this one had never existed.
