@@ -556,11 +556,15 @@ def _finish(end="exit", signum=0):
         _state["finished"] = True
         _state["end"] = end
         _state["signal"] = signum
+        # A process that ends without finalising the interpreter need not
+        # wait for the profiler's threads to end (a forked child that
+        # leaves at once would wait for them to have started).
+        leaving = end in ("os._exit", "exec", "signal")
         try:
             # The signal watch stays on while writing: a SIGTERM now (Pool
             # terminates its workers while they exit) waits for the write,
             # then ends the process as it would have.
-            _calipers.stop()
+            _calipers.stop(leaving)
             threading = sys.modules.get("threading")
             if threading is not None:
                 names = {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
@@ -585,7 +589,7 @@ def _finish(end="exit", signum=0):
                 _say("calipers: internal error while writing the profile: %s: %s\n"
                      % (type(exc).__name__, exc))
         finally:
-            _calipers.unwatch_signals()
+            _calipers.unwatch_signals(leaving)
 
 
 def _write_part():
