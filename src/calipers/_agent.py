@@ -239,11 +239,43 @@ def _begin(start_engine):
     _calipers.set_switch(switch_path(_state.get("run_dir")))
     _calipers.watch_signals(_on_signal)
     if _is_child() and not _state.get("server"):
+        _mark_started()
+
+
+#: In the run directory: the empty file every child's marker is a link to.
+MARKER_MODEL = "marker"
+
+
+def _mark_started():
+    """Leave this child's marker, `<start>-<pid>.run` (removed once its
+    profile is written): a hard link to one empty file in the run
+    directory, made by the first child that needs it, rather than a new
+    file.  A link takes no inode, and a file created and removed per child
+    does: on a filesystem that will not reuse an inode freed minutes ago
+    (ext4 without a journal) each creation then scans past all the earlier
+    ones, and a program that forks thousands of children paid more for
+    each than the last."""
+    marker = _part_path(".run")
+    model = os.path.join(_state.get("run_dir") or "", MARKER_MODEL)
+    for _ in range(2):
         try:
-            with open(_part_path(".run"), "wb"):
+            os.link(model, marker)
+            return
+        except FileNotFoundError:
+            try:  # the first child: make the file to link to
+                os.close(os.open(model, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                                 | os.O_CLOEXEC, 0o600))
+            except FileExistsError:
                 pass
-        except OSError:
+            except OSError:
+                break
+        except OSError:  # no links here, or too many
+            break
+    try:
+        with open(marker, "wb"):
             pass
+    except OSError:
+        pass
 
 
 def _awaiting(ident):
