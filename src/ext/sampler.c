@@ -237,6 +237,8 @@ typedef struct engine {
     /* The handshake. */
     atomic_int active;        /* profiling in this process */
     atomic_int stopping;
+    atomic_int leaving;       /* with stopping: the process is ending, the
+                                 thread ends without touching the GIL */
     atomic_int call_queued;   /* a pending call is queued, not yet run */
     int64_t tick_main_cpu;    /* E.mu: the main thread's CPU clock at the
                                  tick that queued the call (-1: unread) */
@@ -1337,6 +1339,8 @@ static void *sampler_main(void *arg)
     }
     pthread_mutex_unlock(&E.mu);
 
+    if (atomic_load(&E.leaving))
+        return NULL; /* the process is ending: its thread state goes with it */
     /* Clearing a thread state needs the GIL: whoever stops this thread
        releases it while joining. */
     PyEval_RestoreThread(own);
@@ -1452,6 +1456,7 @@ static int threads_start(int wait_ready)
     pthread_cond_init(&E.cv, &ca);
     pthread_condattr_destroy(&ca);
     atomic_store(&E.stopping, 0);
+    atomic_store(&E.leaving, 0);
     atomic_store(&E.call_queued, 0);
     atomic_store(&E.active, 1);
     E.sampler_ready = 0;
@@ -1502,31 +1507,35 @@ enum stop_how {
    signal helper too (calx_signals_fork_after_parent starts it again), and
    wait until the kernel no longer counts them, or the fork that follows
    looks multi-threaded (cal_clock.h).  STOP_LEAVING: the sampler and the
-   watcher are not waited for (a child that leaves at once need not wait
-   for them to have run at all): asked to end while we hold the GIL, the
-   sampler thread takes no more samples (it looks at E.stopping whenever
-   it gets the GIL), and the watcher touches nothing but its own state;
-   unless a pass of the sampler's is under way (it may have let the GIL go
-   while calling Python): then it is waited for, or it would go on with the
-   profile being written.  The profile stays as it is. */
+   watcher are neither woken nor waited for (a child that leaves at once
+   would wait for them to have run at all): told to end while we hold the
+   GIL, the sampler thread takes no more samples (it looks at E.stopping
+   whenever it gets the GIL) and ends without the GIL, and the watcher
+   touches nothing but its own state; unless a pass of the sampler's is
+   under way (it may have let the GIL go while calling Python): then it is
+   waited for, or it would go on with the profile being written.  The
+   profile stays as it is. */
 static void threads_stop(enum stop_how how)
 {
     int helper = how == STOP_FORK && calx_signals_fork_ask();
     int sampler = E.thread_started;
     if (sampler) {
+        int wait = how != STOP_LEAVING || E.in_pass;
         pthread_mutex_lock(&E.mu);
+        atomic_store(&E.leaving, !wait);
         atomic_store(&E.stopping, 1);
-        pthread_cond_broadcast(&E.cv);
+        if (wait)
+            pthread_cond_broadcast(&E.cv);
         pthread_mutex_unlock(&E.mu);
+        if (!wait) {
+            pthread_detach(E.thread);
+            sampler = 0;
+        }
     }
     int watcher = calx_gilwatch_stop_ask();
     int poller = calx_gpu_pause_ask(); /* always joined: NVML may be unloaded next */
     int sampler_tid = E.sampler_tid, watcher_tid = calx_gilwatch_tid();
     if (how == STOP_LEAVING) {
-        if (sampler && !E.in_pass) {
-            pthread_detach(E.thread);
-            sampler = 0;
-        }
         if (watcher) {
             calx_gilwatch_stop_detach();
             watcher = 0;
@@ -1553,8 +1562,9 @@ static void threads_stop(enum stop_how how)
     E.thread_started = 0;
 }
 
-/* Start a fresh profile with E.filter and E.interval_ns. */
-static int engine_start(int wait_ready)
+/* Start a fresh profile with E.filter and E.interval_ns; forked_child: in
+   a forked child (calx_sampler_restart_in_child). */
+static int engine_start(int forked_child)
 {
     E.profile = cal_profile_new();
     if (!E.profile) {
@@ -1597,12 +1607,18 @@ static int engine_start(int wait_ready)
     }
     publish_known();
     /* And so are native ones: every thread the scans find later was born
-       since profiling started. */
+       since profiling started.  A forked child has only the thread that
+       forked: any other is born since, and there is nothing to scan. */
     E.nnatives = 0;
     E.native_scans = 0;
-    sample_native_threads(NULL);
+    if (forked_child)
+        E.native_scans = 1;
+    else
+        sample_native_threads(NULL);
 
-    return threads_start(wait_ready);
+    /* A child that leaves at once (a fork per task) must not pay a wake-up
+       to start: its first interval just begins at the fork. */
+    return threads_start(!forked_child);
 }
 
 int calx_sampler_start(int64_t interval_ns, int gpu_mode, calx_filter *filter)
@@ -1623,7 +1639,7 @@ int calx_sampler_start(int64_t interval_ns, int gpu_mode, calx_filter *filter)
     E.gpu_mode = gpu_mode;
     cal_profile_free(E.profile);
     E.profile = NULL;
-    return engine_start(1);
+    return engine_start(0);
 }
 
 int calx_sampler_restart_in_child(void)
@@ -1651,9 +1667,7 @@ int calx_sampler_restart_in_child(void)
     E.nnatives = 0;
     E.threads_changed = 1;
     E.profile = NULL;
-    /* A child that leaves at once (a fork per task) must not pay a
-       wake-up to start: its first interval just begins at the fork. */
-    int rc = engine_start(0);
+    int rc = engine_start(1);
     calx_memory_guard_leave(guard);
     return rc;
 }

@@ -220,24 +220,22 @@ void calx_signals_stop(int leaving)
     if (!S.running || getpid() != S.pid)
         return;
     restore_defaults();
-    if (S.paused || atomic_load(&S.caught) == 0) {
+    if (!S.paused && leaving && atomic_load(&S.caught) == 0) {
+        /* The process is ending: the helper is left waiting in read(),
+           neither woken nor waited for, with its pipe (close-on-exec). */
+        pthread_detach(S.helper);
+        S.pipe[0] = S.pipe[1] = -1;
+        S.running = 0;
+    } else if (S.paused || atomic_load(&S.caught) == 0) {
         /* Wake the helper with nothing caught; it exits. */
         close(S.pipe[1]);
         S.pipe[1] = -1;
-        if (!S.paused && leaving) {
-            /* The process is ending: the helper ends on its own.  Its end
-               of the pipe stays open (close-on-exec), so that its read()
-               can never consume a byte of a file the program opens next
-               under the same number. */
-            pthread_detach(S.helper);
-            S.pipe[0] = -1;
-        } else if (!S.paused) {
+        if (!S.paused) {
             Py_BEGIN_ALLOW_THREADS
             pthread_join(S.helper, NULL);
             Py_END_ALLOW_THREADS
         }
-        if (S.pipe[0] >= 0)
-            close(S.pipe[0]);
+        close(S.pipe[0]);
         S.pipe[0] = -1;
         S.running = 0;
         S.paused = 0;
