@@ -80,7 +80,7 @@ int calx_gilwatch_set_threads(const void *const *ts, const unsigned long *idents
         pthread_cond_signal(&W.cv);
     pthread_mutex_unlock(&W.mu);
     if (n && W.enabled && !W.running)
-        (void)start_thread(); /* failing, CPU splits stay unwatched (all Python) */
+        (void)start_thread(); /* failing: unwatched, tried again at the next change */
     return 0;
 }
 
@@ -184,6 +184,8 @@ void calx_gilwatch_stop_join(void)
 {
     pthread_join(W.thread, NULL);
     W.running = 0;
+    /* A later thread of the program's may get its id. */
+    __atomic_store_n(&W.tid, 0, __ATOMIC_RELAXED);
 }
 
 void calx_gilwatch_stop_detach(void)

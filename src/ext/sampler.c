@@ -1557,8 +1557,10 @@ static void threads_stop(enum stop_how how)
             cal_clock_wait_thread_gone(watcher_tid);
     }
     Py_END_ALLOW_THREADS
-    if (sampler)
+    if (sampler) {
         E.sampler_ident = 0; /* joined: its thread state is gone */
+        E.sampler_tid = 0;   /* a later thread of the program's may get its id */
+    }
     E.thread_started = 0;
 }
 
