@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from conftest import validate
@@ -124,3 +125,54 @@ def test_threads_forking_at_once(tmp_path, run_plain):
         busy = [p for p in forked if p["python_s"] + p["native_s"] + p["system_s"] >= BURN_S / 2]
         assert len(busy) >= THREADS + 1, "run %d: %d busy children" % (run, len(busy))
         out.unlink()
+
+
+#: Threads that fork until the process is killed.
+FOREVER = """\
+import os, sys, threading, warnings
+warnings.simplefilter("ignore", DeprecationWarning)
+
+def fork_forever():
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+
+for _ in range({threads}):
+    threading.Thread(target=fork_forever, daemon=True).start()
+print("forking", flush=True)
+threading.Event().wait()
+"""
+
+
+def test_sigterm_while_threads_fork(tmp_path):
+    """SIGTERM arriving while threads fork (so the signal helper is often
+    stopped for a fork): the profile is written and the process dies by
+    the signal, as it would without calipers."""
+    prog = tmp_path / "forever.py"
+    prog.write_text(FOREVER.format(threads=THREADS))
+    for run in range(5):
+        out = tmp_path / ("profile-%d.json" % run)
+        proc = subprocess.Popen([sys.executable, "-m", "calipers", "run", "--no-report", "-o",
+                                 str(out), str(prog)], cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            assert proc.stdout.readline() == "forking\n"
+            time.sleep(0.5 + 0.2 * run)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            where = backtraces(proc.pid)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise AssertionError("run %d: not ended by SIGTERM in %d s; its threads:\n%s"
+                                 % (run, RUN_TIMEOUT_S, where))
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        assert proc.returncode == -signal.SIGTERM, (run, err)
+        main = validate(json.loads(out.read_text()))["processes"][0]
+        assert (main["end"], main["signal"]) == ("signal", signal.SIGTERM), run
