@@ -151,7 +151,7 @@ static int start_thread(void)
     W.stopping = 0;
     W.last_look = 0; /* a gap across a stop says nothing */
     pthread_mutex_unlock(&W.mu);
-    int rc = calx_thread_start_unsignalled(&W.thread, watcher_main);
+    int rc = calx_thread_start_unsignalled(&W.thread, watcher_main, NULL);
     W.running = rc == 0;
     /* Its kernel id now, not when it first runs: the native-thread scan
        must never take it for one of the program's. */

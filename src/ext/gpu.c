@@ -133,7 +133,7 @@ static int start_thread(void)
 {
     G.stopping = 0;
     G.due = 1; /* a first reading at once */
-    int rc = calx_thread_start_unsignalled(&G.thread, poller_main);
+    int rc = calx_thread_start_unsignalled(&G.thread, poller_main, NULL);
     G.running = rc == 0;
     return rc;
 }

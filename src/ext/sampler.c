@@ -239,6 +239,8 @@ typedef struct engine {
     atomic_int stopping;
     atomic_int leaving;       /* with stopping: the process is ending, the
                                  thread ends without touching the GIL */
+    atomic_uint generation;   /* of the sampler thread: one left running by
+                                 a leaving stop ends if another starts */
     atomic_int call_queued;   /* a pending call is queued, not yet run */
     int64_t tick_main_cpu;    /* E.mu: the main thread's CPU clock at the
                                  tick that queued the call (-1: unread) */
@@ -246,9 +248,6 @@ typedef struct engine {
     cal_thread_times tick_times; /* E.mu: and its clocks */
     main_cut cut;             /* E.mu: the latest tick while it was queued */
     atomic_ullong served;     /* count of serviced calls */
-    PyThreadState *sampler_ts; /* the sampler thread's own thread state
-                                  (its own use only: others go by
-                                  sampler_ident) */
     unsigned long sampler_ident; /* GIL: the sampler thread's pthread id
                                     while its thread state exists */
     int sampler_ready;        /* E.mu: it has its thread state and ticks */
@@ -1257,35 +1256,42 @@ static void tick(void)
         E.cut = cut;
 }
 
+/* The sampler thread takes the GIL (E.mu not held).  Its thread state is
+   made the first time, without the GIL (PyThreadState_New allows it): a
+   sampler thread that never needs the GIL, such as one stopped for the
+   next fork before its first tick, neither makes one nor takes the GIL to
+   delete it.  Returns 0, or -1 if memory ran out (no GIL taken). */
+static int sampler_take_gil(PyThreadState **own)
+{
+    if (!*own) {
+        *own = PyThreadState_New(E.interp);
+        if (!*own)
+            return -1;
+    }
+    PyEval_RestoreThread(*own);
+    return 0;
+}
+
 static void *sampler_main(void *arg)
 {
-    (void)arg;
+    unsigned mine = (unsigned)(uintptr_t)arg;
     cal_rand rng;
     cal_rand_seed(&rng, (uint64_t)cal_clock_now_ns() ^ ((uint64_t)getpid() << 32));
 
     /* Everything this thread allocates is the profiler's own. */
     (void)calx_memory_guard_enter();
-    /* Its thread state, made without the GIL (PyThreadState_New allows
-       it): the thread ticks at once, and neither its start nor a restart
-       after a fork waits for the program to hand over the GIL. */
-    PyThreadState *own = PyThreadState_New(E.interp);
-    E.sampler_ts = own;
+    PyThreadState *own = NULL; /* this thread's, once it needs one */
 
     pthread_mutex_lock(&E.mu);
     E.sampler_ready = 1;
     pthread_cond_broadcast(&E.cv);
-    if (!own) {
-        /* Out of memory: no sampling (the program goes on). */
-        pthread_mutex_unlock(&E.mu);
-        return NULL;
-    }
     /* The ticks are a Poisson process of their own: each is drawn from the
        previous one, whatever the main thread did in between (a tick late
        because this thread was busy restarts the process from now). */
     int64_t next_tick = cal_clock_now_ns() + tick_gap(&rng);
     int64_t takeover_at = 0; /* waiting for the main thread until then; 0: not */
     unsigned long long served = 0;
-    while (!atomic_load(&E.stopping)) {
+    while (!atomic_load(&E.stopping) && atomic_load(&E.generation) == mine) {
         int64_t now = cal_clock_now_ns();
         if (!takeover_at) {
             check_switch(now);
@@ -1293,15 +1299,16 @@ static void *sampler_main(void *arg)
             if (why) {
                 /* The callback writes the profile: with the GIL, from here. */
                 pthread_mutex_unlock(&E.mu);
-                PyEval_RestoreThread(E.sampler_ts);
-                if (!atomic_load(&E.stopping) && atomic_load(&E.active)) {
-                    PyObject *r = PyObject_CallFunction(E.periodic, "s", why);
-                    if (r)
-                        Py_DECREF(r);
-                    else
-                        PyErr_Clear();
+                if (sampler_take_gil(&own) == 0) {
+                    if (!atomic_load(&E.stopping) && atomic_load(&E.active)) {
+                        PyObject *r = PyObject_CallFunction(E.periodic, "s", why);
+                        if (r)
+                            Py_DECREF(r);
+                        else
+                            PyErr_Clear();
+                    }
+                    PyEval_SaveThread();
                 }
-                PyEval_SaveThread();
                 pthread_mutex_lock(&E.mu);
                 continue;
             }
@@ -1331,20 +1338,20 @@ static void *sampler_main(void *arg)
         if (calx_gil_holder_sigsafe(E.interp) == E.main_ts)
             continue;
         pthread_mutex_unlock(&E.mu);
-        PyEval_RestoreThread(E.sampler_ts);
-        if (!atomic_load(&E.stopping) && atomic_load(&E.active))
-            sample_pass(PASS_SAMPLER, 0, NULL);
-        PyEval_SaveThread();
+        if (sampler_take_gil(&own) == 0) {
+            if (!atomic_load(&E.stopping) && atomic_load(&E.active))
+                sample_pass(PASS_SAMPLER, 0, NULL);
+            PyEval_SaveThread();
+        }
         pthread_mutex_lock(&E.mu);
     }
     pthread_mutex_unlock(&E.mu);
 
-    if (atomic_load(&E.leaving))
-        return NULL; /* the process is ending: its thread state goes with it */
+    if (!own || atomic_load(&E.leaving))
+        return NULL; /* none made, or the process is ending: it goes with it */
     /* Clearing a thread state needs the GIL: whoever stops this thread
        releases it while joining. */
     PyEval_RestoreThread(own);
-    E.sampler_ts = NULL;
     if (E.sampler_ident == (unsigned long)pthread_self())
         E.sampler_ident = 0;
     PyThreadState_Clear(own);
@@ -1469,7 +1476,8 @@ static int threads_start(int wait_ready)
         return -1;
     }
     /* The sampler thread must not receive the program's signals. */
-    rc = calx_thread_start_unsignalled(&E.thread, sampler_main);
+    unsigned generation = atomic_fetch_add(&E.generation, 1) + 1;
+    rc = calx_thread_start_unsignalled(&E.thread, sampler_main, (void *)(uintptr_t)generation);
     if (rc != 0) {
         calx_gilwatch_stop();
         atomic_store(&E.active, 0);

@@ -139,12 +139,12 @@ static void *helper_main(void *arg)
     return NULL;
 }
 
-int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *))
+int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *), void *arg)
 {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits it */
-    int rc = pthread_create(t, NULL, fn, NULL);
+    int rc = pthread_create(t, NULL, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
 }
@@ -153,7 +153,7 @@ int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *))
    handler.  Returns pthread_create's status. */
 static int start_helper(void)
 {
-    int rc = calx_thread_start_unsignalled(&S.helper, helper_main);
+    int rc = calx_thread_start_unsignalled(&S.helper, helper_main, NULL);
     /* Its kernel id now, not when it first runs: the native-thread scan
        must never take it for one of the program's. */
     clockid_t c;

@@ -36,10 +36,11 @@ int calx_signals_fork_ask(void);
 void calx_signals_fork_join(void);
 void calx_signals_fork_after_parent(void);
 
-/* Start a thread with every signal blocked, so the kernel never picks it
-   to run one of the program's handlers (the profiler's threads all are).
-   Returns pthread_create's status.  Safe from any thread. */
-int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *));
+/* Start a thread running fn(arg) with every signal blocked, so the kernel
+   never picks it to run one of the program's handlers (the profiler's
+   threads all are).  Returns pthread_create's status.  Safe from any
+   thread. */
+int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *), void *arg);
 
 /* Is this thread (pthread ident, or kernel tid; 0 for unknown) the helper?
    The sampler leaves it out: it is the profiler's own. */
