@@ -384,10 +384,41 @@ def _begin(start_engine):
         if not _is_child():
             _say("calipers: %s\n" % note)
     if _is_child() and not _state.get("server"):
+        _mark_started()
+
+
+#: In the run directory: the empty file every child's marker is a link to.
+MARKER_MODEL = "marker"
+
+
+def _mark_started():
+    """Leave this child's marker, `<start>-<pid>.run` (removed once its
+    profile is written): a hard link to one empty file in the run
+    directory, made by the first child that needs it, rather than a new
+    file.  A link takes no inode, and a file created and removed per child
+    does: on a filesystem that will not reuse an inode freed minutes ago
+    (ext4 without a journal) each creation then scans past all the earlier
+    ones, and a program that forks thousands of children paid more for
+    each than the last."""
+    marker = _part_path(".run")
+    model = os.path.join(_state.get("run_dir") or "", MARKER_MODEL)
+    for _ in range(2):
         try:
-            create_private(_part_path(".run"))
-        except OSError:
-            pass
+            os.link(model, marker, follow_symlinks=False)
+            return
+        except FileNotFoundError:
+            try:  # the first child: make the file to link to
+                create_private(model)
+            except FileExistsError:
+                pass
+            except OSError:
+                break
+        except OSError:  # no links here, or too many
+            break
+    try:
+        create_private(marker)
+    except OSError:
+        pass
 
 
 def _hold_closed_std_fds():
@@ -753,11 +784,15 @@ def _finish(end="exit", signum=0):
         _state["finished"] = True
         _state["end"] = end
         _state["signal"] = signum
+        # A process that ends without finalising the interpreter need not
+        # wait for the profiler's threads to end (a forked child that
+        # leaves at once would wait for them to have started).
+        leaving = end in ("os._exit", "exec", "signal")
         try:
             # The signal watch stays on while writing: a SIGTERM now (Pool
             # terminates its workers while they exit) waits for the write,
             # then ends the process as it would have.
-            _calipers.stop()
+            _calipers.stop(leaving)
             threading = sys.modules.get("threading")
             if threading is not None:
                 names = {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
@@ -783,7 +818,7 @@ def _finish(end="exit", signum=0):
                 _say("calipers: internal error while writing the profile: %s: %s\n"
                      % (type(exc).__name__, exc))
         finally:
-            _calipers.unwatch_signals()
+            _calipers.unwatch_signals(leaving)
 
 
 def _write_part():

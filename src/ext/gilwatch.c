@@ -40,9 +40,16 @@ static struct {
     PyInterpreterState *interp;
     pthread_t thread;
     int running, stopping;
+    /* GIL: between calx_gilwatch_start and stop, the thread is wanted; it
+       starts once there is a thread to watch (set_threads), so a process
+       with only its main thread, such as a forked child that leaves at
+       once, never pays for it. */
+    int enabled;
     int tid; /* the watcher's own kernel thread id */
     cal_vmread window; /* the watcher's, for the holder's thread id */
 } W = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static int start_thread(void);
 
 int calx_gilwatch_set_threads(const void *const *ts, const unsigned long *idents,
                               const clockid_t *clocks, size_t n)
@@ -72,6 +79,8 @@ int calx_gilwatch_set_threads(const void *const *ts, const unsigned long *idents
     if (n)
         pthread_cond_signal(&W.cv);
     pthread_mutex_unlock(&W.mu);
+    if (n && W.enabled && !W.running)
+        (void)start_thread(); /* failing: unwatched, tried again at the next change */
     return 0;
 }
 
@@ -135,25 +144,60 @@ static void *watcher_main(void *arg)
     return NULL;
 }
 
-int calx_gilwatch_start(PyInterpreterState *interp)
+/* Start the watcher thread (GIL held).  Returns pthread_create's status. */
+static int start_thread(void)
 {
-    W.interp = interp;
+    pthread_mutex_lock(&W.mu);
     W.stopping = 0;
-    int rc = calx_thread_start_unsignalled(&W.thread, watcher_main);
+    W.last_look = 0; /* a gap across a stop says nothing */
+    pthread_mutex_unlock(&W.mu);
+    int rc = calx_thread_start_unsignalled(&W.thread, watcher_main, NULL);
     W.running = rc == 0;
+    /* Its kernel id now, not when it first runs: the native-thread scan
+       must never take it for one of the program's. */
+    clockid_t c;
+    if (W.running && pthread_getcpuclockid(W.thread, &c) == 0)
+        __atomic_store_n(&W.tid, cal_clock_thread_tid(c), __ATOMIC_RELAXED);
     return rc;
 }
 
-void calx_gilwatch_stop(void)
+int calx_gilwatch_start(PyInterpreterState *interp)
 {
+    W.interp = interp;
+    W.enabled = 1;
+    return __atomic_load_n(&W.n, __ATOMIC_RELAXED) ? start_thread() : 0;
+}
+
+int calx_gilwatch_stop_ask(void)
+{
+    W.enabled = 0;
     if (!W.running)
-        return;
+        return 0;
     pthread_mutex_lock(&W.mu);
     W.stopping = 1;
     pthread_cond_signal(&W.cv);
     pthread_mutex_unlock(&W.mu);
+    return 1;
+}
+
+void calx_gilwatch_stop_join(void)
+{
     pthread_join(W.thread, NULL);
     W.running = 0;
+    /* A later thread of the program's may get its id. */
+    __atomic_store_n(&W.tid, 0, __ATOMIC_RELAXED);
+}
+
+void calx_gilwatch_stop_detach(void)
+{
+    pthread_detach(W.thread);
+    W.running = 0;
+}
+
+void calx_gilwatch_stop(void)
+{
+    if (calx_gilwatch_stop_ask())
+        calx_gilwatch_stop_join();
 }
 
 int calx_gilwatch_tid(void)
@@ -203,7 +247,7 @@ void calx_gilwatch_reset(void)
     pthread_cond_t fresh_cv = PTHREAD_COND_INITIALIZER;
     W.mu = fresh;
     W.cv = fresh_cv;
-    W.running = 0;
+    W.running = W.enabled = 0;
     W.v = NULL; /* the parent's array is leaked in the child, on purpose */
     W.n = W.cap = 0;
     W.last_look = 0;

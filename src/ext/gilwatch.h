@@ -34,8 +34,19 @@ int calx_gilwatch_set_threads(const void *const *ts, const unsigned long *idents
 /* Number of watched threads (a hint, read without the lock). */
 size_t calx_gilwatch_count(void);
 
-/* Start and stop the watcher thread.  start returns 0 or an errno value. */
+/* Start and stop watching (GIL held).  The watcher thread itself starts
+   only once there is a thread to watch (calx_gilwatch_set_threads): a
+   process that never has more than its main thread never has one.  start
+   returns 0 or an errno value.  Stopping in two steps lets the sampler ask all of the profiler's threads
+   to end before it waits for any (one wake-up per fork, not one per
+   thread): ask returns 1 if there is a thread to join, and join (GIL not
+   needed) waits for it.  Start and stop are never called concurrently
+   (the sampler's thread transitions are serialised). */
 int calx_gilwatch_start(PyInterpreterState *interp);
+int calx_gilwatch_stop_ask(void);
+void calx_gilwatch_stop_join(void);
+/* Instead of join, when the process is leaving: let it end on its own. */
+void calx_gilwatch_stop_detach(void);
 void calx_gilwatch_stop(void);
 
 /* The share of the CPU time that the thread of `clock` used in native code

@@ -133,7 +133,7 @@ static int start_thread(void)
 {
     G.stopping = 0;
     G.due = 1; /* a first reading at once */
-    int rc = calx_thread_start_unsignalled(&G.thread, poller_main);
+    int rc = calx_thread_start_unsignalled(&G.thread, poller_main, NULL);
     G.running = rc == 0;
     return rc;
 }
@@ -168,22 +168,32 @@ void calx_gpu_tick(int64_t now)
     pthread_mutex_unlock(&G.mu);
 }
 
-void calx_gpu_pause(void)
+int calx_gpu_pause_ask(void)
 {
     pthread_mutex_lock(&G.mu);
-    if (!G.running) {
-        pthread_mutex_unlock(&G.mu);
-        return;
+    int running = G.running;
+    if (running) {
+        G.stopping = 1;
+        pthread_cond_signal(&G.cv);
     }
-    G.stopping = 1;
-    pthread_cond_signal(&G.cv);
     pthread_mutex_unlock(&G.mu);
+    return running;
+}
+
+void calx_gpu_pause_join(void)
+{
     pthread_join(G.thread, NULL);
     cal_clock_wait_thread_gone(G.tid); /* joined is not yet gone (cal_clock.h) */
     pthread_mutex_lock(&G.mu);
     G.running = 0;
     G.tid = 0;
     pthread_mutex_unlock(&G.mu);
+}
+
+void calx_gpu_pause(void)
+{
+    if (calx_gpu_pause_ask())
+        calx_gpu_pause_join();
 }
 
 void calx_gpu_close(void)

@@ -31,6 +31,11 @@ void calx_gpu_tick(int64_t now);
 /* Stop the poller thread (NVML stays loaded) and wait until it is gone
    from the kernel's thread count: around a fork, and at the end. */
 void calx_gpu_pause(void);
+/* The same in two steps (see calx_gilwatch_stop_ask): ask returns 1 if
+   there is a thread to join; join (GIL not needed) waits until it is
+   gone. */
+int calx_gpu_pause_ask(void);
+void calx_gpu_pause_join(void);
 /* At the end, after the last pass: stop and unload NVML. */
 void calx_gpu_close(void);
 

@@ -131,7 +131,7 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
         Py_RETURN_FALSE;
     calx_memory_config mc = {alloc_mean, copy_mean, threshold ? threshold : 1 << 20};
     if (calx_memory_start(&mc, calx_sampler_profile()) != 0) {
-        calx_sampler_stop();
+        calx_sampler_stop(0);
         return NULL;
     }
     Py_RETURN_TRUE;
@@ -204,11 +204,13 @@ static PyObject *py_watch_signals(PyObject *self, PyObject *callback)
     Py_RETURN_NONE;
 }
 
-static PyObject *py_unwatch_signals(PyObject *self, PyObject *noargs)
+static PyObject *py_unwatch_signals(PyObject *self, PyObject *args)
 {
     (void)self;
-    (void)noargs;
-    calx_signals_stop();
+    int leaving = 0;
+    if (!PyArg_ParseTuple(args, "|p", &leaving))
+        return NULL;
+    calx_sampler_unwatch_signals(leaving);
     Py_RETURN_NONE;
 }
 
@@ -310,11 +312,13 @@ static PyObject *py_merge(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *py_stop(PyObject *self, PyObject *noargs)
+static PyObject *py_stop(PyObject *self, PyObject *args)
 {
     (void)self;
-    (void)noargs;
-    if (calx_sampler_stop() != 0)
+    int leaving = 0;
+    if (!PyArg_ParseTuple(args, "|p", &leaving))
+        return NULL;
+    if (calx_sampler_stop(leaving) != 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -639,7 +643,10 @@ static PyMethodDef methods[] = {
      "layout_problem() -> str or None\n\nWhy this interpreter's frames are not read (then time and\n"
      "memory are not credited to lines), or None when they are."},
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS, start_doc},
-    {"stop", py_stop, METH_NOARGS, "stop()\n\nStop sampling; take a last sample."},
+    {"stop", py_stop, METH_VARARGS,
+     "stop(leaving=False)\n\nStop sampling; take a last sample.  leaving: the process is about\n"
+     "to end without finalising (os._exit, exec, a signal), so the profiler's threads are\n"
+     "not waited for."},
     {"restart_in_child", py_restart_in_child, METH_NOARGS, restart_in_child_doc},
     {"fork_before", py_fork_before, METH_NOARGS, fork_before_doc},
     {"fork_after_parent", py_fork_after_parent, METH_NOARGS,
@@ -647,7 +654,9 @@ static PyMethodDef methods[] = {
     {"set_awaiting", py_set_awaiting, METH_O,
      "set_awaiting(callback)\n\ncallback(thread ident) -> the coroutine chains an idle asyncio loop awaits."},
     {"watch_signals", py_watch_signals, METH_O, watch_signals_doc},
-    {"unwatch_signals", py_unwatch_signals, METH_NOARGS, "unwatch_signals()\n\nUndo watch_signals."},
+    {"unwatch_signals", py_unwatch_signals, METH_VARARGS,
+     "unwatch_signals(leaving=False)\n\nUndo watch_signals; leaving: the process is about to\n"
+     "end (os._exit, exec), so the helper thread is not waited for."},
     {"merge", py_merge, METH_VARARGS, merge_doc},
     {"set_periodic", py_set_periodic, METH_VARARGS, set_periodic_doc},
     {"set_switch", py_set_switch, METH_VARARGS, set_switch_doc},

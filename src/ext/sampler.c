@@ -219,8 +219,7 @@ typedef struct engine {
     pid_t pid;
     pthread_t thread;
     int thread_started;
-    int paused_for_fork; /* threads stopped by calx_sampler_fork_before */
-    int resume_queued;   /* a pending call will start them again */
+    int paused_for_fork; /* the sampler's threads are stopped for forks (F) */
 
     /* Periodic writes and requests (set before the thread starts, or with
        the GIL; read by the sampler thread). */
@@ -239,6 +238,10 @@ typedef struct engine {
     /* The handshake. */
     atomic_int active;        /* profiling in this process */
     atomic_int stopping;
+    atomic_int leaving;       /* with stopping: the process is ending, the
+                                 thread ends without touching the GIL */
+    atomic_uint generation;   /* of the sampler thread: one left running by
+                                 a leaving stop ends if another starts */
     atomic_int call_queued;   /* a pending call is queued, not yet run */
     int64_t tick_main_cpu;    /* E.mu: the main thread's CPU clock at the
                                  tick that queued the call (-1: unread) */
@@ -246,7 +249,8 @@ typedef struct engine {
     cal_thread_times tick_times; /* E.mu: and its clocks */
     main_cut cut;             /* E.mu: the latest tick while it was queued */
     atomic_ullong served;     /* count of serviced calls */
-    PyThreadState *sampler_ts; /* the sampler thread's own thread state */
+    unsigned long sampler_ident; /* GIL: the sampler thread's pthread id
+                                    while its thread state exists */
     int sampler_ready;        /* E.mu: it has its thread state and ticks */
 
     pthread_mutex_t mu;
@@ -985,6 +989,14 @@ static void sample_native_threads(const pass_entry *main)
     E.nnatives = k;
 }
 
+/* Is this the sampler thread (GIL held)?  By its pthread id, known from
+   pthread_create: its thread state may be in the interpreter's list before
+   the thread has said which is its own, and after it was told to end. */
+static int is_sampler_ident(unsigned long ident)
+{
+    return ident && ident == E.sampler_ident;
+}
+
 /* Sample every thread (PASS_SAMPLER: every thread but the main one).
    main_native says how to label the main thread's user time. */
 static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cut)
@@ -1004,7 +1016,7 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
     calx_threads_lock();
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(E.interp); ts;
          ts = PyThreadState_Next(ts)) {
-        if (ts == E.sampler_ts || ts->thread_id == 0 ||
+        if (ts->thread_id == 0 || is_sampler_ident((unsigned long)ts->thread_id) ||
             calx_signals_is_helper((unsigned long)ts->thread_id, 0))
             continue;
         int is_main = (unsigned long)ts->thread_id == E.main_ident;
@@ -1254,18 +1266,31 @@ static void tick(void)
         E.cut = cut;
 }
 
+/* The sampler thread takes the GIL (E.mu not held).  Its thread state is
+   made the first time, without the GIL (PyThreadState_New allows it): a
+   sampler thread that never needs the GIL, such as one stopped for the
+   next fork before its first tick, neither makes one nor takes the GIL to
+   delete it.  Returns 0, or -1 if memory ran out (no GIL taken). */
+static int sampler_take_gil(PyThreadState **own)
+{
+    if (!*own) {
+        *own = PyThreadState_New(E.interp);
+        if (!*own)
+            return -1;
+    }
+    PyEval_RestoreThread(*own);
+    return 0;
+}
+
 static void *sampler_main(void *arg)
 {
-    (void)arg;
+    unsigned mine = (unsigned)(uintptr_t)arg;
     cal_rand rng;
     cal_rand_seed(&rng, (uint64_t)cal_clock_now_ns() ^ ((uint64_t)getpid() << 32));
 
-    E.sampler_tid = (int)gettid();
     /* Everything this thread allocates is the profiler's own. */
     (void)calx_memory_guard_enter();
-    PyGILState_STATE gs = PyGILState_Ensure();
-    E.sampler_ts = PyThreadState_Get();
-    PyEval_SaveThread();
+    PyThreadState *own = NULL; /* this thread's, once it needs one */
 
     pthread_mutex_lock(&E.mu);
     E.sampler_ready = 1;
@@ -1276,7 +1301,7 @@ static void *sampler_main(void *arg)
     int64_t next_tick = cal_clock_now_ns() + tick_gap(&rng);
     int64_t takeover_at = 0; /* waiting for the main thread until then; 0: not */
     unsigned long long served = 0;
-    while (!atomic_load(&E.stopping)) {
+    while (!atomic_load(&E.stopping) && atomic_load(&E.generation) == mine) {
         int64_t now = cal_clock_now_ns();
         if (!takeover_at) {
             check_switch(now);
@@ -1284,15 +1309,16 @@ static void *sampler_main(void *arg)
             if (why) {
                 /* The callback writes the profile: with the GIL, from here. */
                 pthread_mutex_unlock(&E.mu);
-                PyEval_RestoreThread(E.sampler_ts);
-                if (!atomic_load(&E.stopping) && atomic_load(&E.active)) {
-                    PyObject *r = PyObject_CallFunction(E.periodic, "s", why);
-                    if (r)
-                        Py_DECREF(r);
-                    else
-                        PyErr_Clear();
+                if (sampler_take_gil(&own) == 0) {
+                    if (!atomic_load(&E.stopping) && atomic_load(&E.active)) {
+                        PyObject *r = PyObject_CallFunction(E.periodic, "s", why);
+                        if (r)
+                            Py_DECREF(r);
+                        else
+                            PyErr_Clear();
+                    }
+                    PyEval_SaveThread();
                 }
-                PyEval_SaveThread();
                 pthread_mutex_lock(&E.mu);
                 continue;
             }
@@ -1322,42 +1348,124 @@ static void *sampler_main(void *arg)
         if (calx_gil_holder_sigsafe(E.interp) == E.main_ts)
             continue;
         pthread_mutex_unlock(&E.mu);
-        PyEval_RestoreThread(E.sampler_ts);
-        if (!atomic_load(&E.stopping) && atomic_load(&E.active))
-            sample_pass(PASS_SAMPLER, 0, NULL);
-        PyEval_SaveThread();
+        if (sampler_take_gil(&own) == 0) {
+            if (!atomic_load(&E.stopping) && atomic_load(&E.active))
+                sample_pass(PASS_SAMPLER, 0, NULL);
+            PyEval_SaveThread();
+        }
         pthread_mutex_lock(&E.mu);
     }
     pthread_mutex_unlock(&E.mu);
 
-    PyEval_RestoreThread(E.sampler_ts);
-    E.sampler_ts = NULL;
-    PyGILState_Release(gs);
+    if (!own || atomic_load(&E.leaving))
+        return NULL; /* none made, or the process is ending: it goes with it */
+    /* Clearing a thread state needs the GIL: whoever stops this thread
+       releases it while joining. */
+    PyEval_RestoreThread(own);
+    if (E.sampler_ident == (unsigned long)pthread_self())
+        E.sampler_ident = 0;
+    PyThreadState_Clear(own);
+    PyThreadState_DeleteCurrent();
     return NULL;
 }
 
 /* ---- lifecycle -------------------------------------------------------- */
 
+/*
+ * THREADS AROUND FORK
+ *
+ * Our threads (sampler, GIL watcher, GPU poller, signal helper) stop before
+ * a fork and start again after it in the parent, so that no thread of ours
+ * is copied half-way through a lock and CPython 3.12+ does not count them
+ * when it warns that a multi-threaded process forks.  Several of the
+ * program's threads may fork at once, each running the hooks; so:
+ *   - F.forking counts the forks between their before and after_in_parent
+ *     hooks: the first to arrive stops the threads, the last to leave
+ *     starts them (F.stopped says they are stopped);
+ *   - one thread at a time stops or starts them (F.busy, also taken by
+ *     calx_sampler_stop); the others wait for it without the GIL, which
+ *     the busy one needs (it releases the GIL while joining, since the
+ *     sampler thread may be waiting for it, and takes it back);
+ *   - F.mu is a leaf: never held while waiting for the GIL, a join or
+ *     another lock, and never across fork(); the child re-initialises it
+ *     (another forking thread may have held it) and starts with no fork in
+ *     progress, since the threads that were forking are not in the child.
+ * Stopping asks every thread first and then joins them all, so a fork
+ * pays for one wake-up, not one per thread; starting does not wait for
+ * the new threads to run.  The profile goes on across the pause.
+ */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;  /* signalled when busy is cleared */
+    int forking;        /* forks between before and after_in_parent */
+    int stopped;        /* our threads are stopped for them */
+    int busy;           /* a thread is stopping or starting them */
+    int resume_queued;  /* a pending call will start them (main thread) */
+} F = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* F.mu held, GIL held: wait until no thread is stopping or starting ours,
+   without the GIL (the busy thread needs it to finish).  Returns with F.mu
+   held and F.busy clear. */
+static void wait_not_busy_locked(void)
+{
+    while (F.busy) {
+        pthread_mutex_unlock(&F.mu);
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&F.mu);
+        while (F.busy)
+            pthread_cond_wait(&F.cv, &F.mu);
+        pthread_mutex_unlock(&F.mu);
+        Py_END_ALLOW_THREADS
+        pthread_mutex_lock(&F.mu);
+    }
+}
+
+/* End a stop or start: `stopped` is the threads' state now. */
+static void transition_end(int stopped)
+{
+    pthread_mutex_lock(&F.mu);
+    F.stopped = stopped;
+    F.busy = 0;
+    pthread_cond_broadcast(&F.cv);
+    pthread_mutex_unlock(&F.mu);
+}
+
 static void after_fork_child(void)
 {
     /* The sampler thread does not exist in a child; the parent owns the
        profile.  The child runs unprofiled unless it restarts
-       (calx_sampler_restart_in_child, from Python's after_in_child hook). */
+       (calx_sampler_restart_in_child, from Python's after_in_child hook).
+       No allocation and no lock here: the other threads of the parent,
+       ours or the program's, may have held any lock at fork(). */
     atomic_store(&E.active, 0);
     E.thread_started = 0;
+    E.sampler_ident = 0; /* CPython deletes the other threads' states */
     E.paused_for_fork = 0;
-    E.resume_queued = 0;
+    pthread_mutex_t fresh_mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t fresh_cv = PTHREAD_COND_INITIALIZER;
+    F.mu = fresh_mu;
+    F.cv = fresh_cv;
+    F.forking = F.stopped = F.busy = F.resume_queued = 0;
     calx_gilwatch_reset();
     calx_memory_after_fork_child();
     calx_signals_after_fork_child();
     calx_gpu_after_fork_child();
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    E.mu = fresh;
+    E.mu = fresh_mu;
     pthread_cond_init(&E.cv, NULL);
 }
 
-/* Start the sampler and GIL-watcher threads (GIL held). */
-static int threads_start(void)
+/* The kernel thread id of a thread just created (0 if unknown). */
+static int thread_tid(pthread_t t)
+{
+    clockid_t c;
+    return pthread_getcpuclockid(t, &c) == 0 ? cal_clock_thread_tid(c) : 0;
+}
+
+/* Start the sampler and GIL-watcher threads (GIL held).  wait_ready: until
+   the sampler thread runs (at the start of profiling, so that the
+   program's first milliseconds are sampled; not after a fork, which
+   would pay a wake-up each time). */
+static int threads_start(int wait_ready)
 {
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -1365,6 +1473,7 @@ static int threads_start(void)
     pthread_cond_init(&E.cv, &ca);
     pthread_condattr_destroy(&ca);
     atomic_store(&E.stopping, 0);
+    atomic_store(&E.leaving, 0);
     atomic_store(&E.call_queued, 0);
     atomic_store(&E.active, 1);
     E.sampler_ready = 0;
@@ -1377,7 +1486,8 @@ static int threads_start(void)
         return -1;
     }
     /* The sampler thread must not receive the program's signals. */
-    rc = calx_thread_start_unsignalled(&E.thread, sampler_main);
+    unsigned generation = atomic_fetch_add(&E.generation, 1) + 1;
+    rc = calx_thread_start_unsignalled(&E.thread, sampler_main, (void *)(uintptr_t)generation);
     if (rc != 0) {
         calx_gilwatch_stop();
         atomic_store(&E.active, 0);
@@ -1386,40 +1496,95 @@ static int threads_start(void)
         return -1;
     }
     E.thread_started = 1;
-    /* Wait for it to tick: until it has its thread state, for which it
-       needs the GIL, the program's first milliseconds go unsampled and
-       land on whatever line the first sample finds. */
-    Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&E.mu);
-    while (!E.sampler_ready)
-        pthread_cond_wait(&E.cv, &E.mu);
-    pthread_mutex_unlock(&E.mu);
-    Py_END_ALLOW_THREADS
+    /* Known now, not once it runs: the passes and the native-thread scan
+       skip it. */
+    E.sampler_ident = (unsigned long)E.thread;
+    E.sampler_tid = thread_tid(E.thread);
+    if (wait_ready) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&E.mu);
+        while (!E.sampler_ready)
+            pthread_cond_wait(&E.cv, &E.mu);
+        pthread_mutex_unlock(&E.mu);
+        Py_END_ALLOW_THREADS
+    }
     if (calx_gpu_start(E.gpu_mode, GPU_PERIOD_NS > E.interval_ns ? GPU_PERIOD_NS : E.interval_ns) != 0)
         E.gpu_mode = CALX_GPU_OFF; /* no poller thread: no GPU columns, the run goes on */
     return 0;
 }
 
-/* Stop and join both threads (GIL held; released while joining, since the
-   sampler thread may be waiting for it).  The profile stays as it is. */
-static void threads_stop(void)
+enum stop_how {
+    STOP_JOIN,    /* the end of profiling in a process that goes on */
+    STOP_FORK,    /* before a fork: the signal helper too, and gone */
+    STOP_LEAVING, /* the process is leaving (os._exit, exec, a signal) */
+};
+
+/* Stop our threads (GIL held, and F.busy: the caller's alone; the GIL is
+   released while joining, since the sampler thread may be waiting for
+   it).  Each is asked to end before any is waited for.  STOP_FORK: the
+   signal helper too (calx_signals_fork_after_parent starts it again), and
+   wait until the kernel no longer counts them, or the fork that follows
+   looks multi-threaded (cal_clock.h).  STOP_LEAVING: the sampler and the
+   watcher are neither woken nor waited for (a child that leaves at once
+   would wait for them to have run at all): told to end while we hold the
+   GIL, the sampler thread takes no more samples (it looks at E.stopping
+   whenever it gets the GIL) and ends without the GIL, and the watcher
+   touches nothing but its own state; unless a pass of the sampler's is
+   under way (it may have let the GIL go while calling Python): then it is
+   waited for, or it would go on with the profile being written.  The
+   profile stays as it is. */
+static void threads_stop(enum stop_how how)
 {
-    if (!E.thread_started)
-        return;
-    pthread_mutex_lock(&E.mu);
-    atomic_store(&E.stopping, 1);
-    pthread_cond_broadcast(&E.cv);
-    pthread_mutex_unlock(&E.mu);
+    int helper = how == STOP_FORK && calx_signals_fork_ask();
+    int sampler = E.thread_started;
+    if (sampler) {
+        int wait = how != STOP_LEAVING || E.in_pass;
+        pthread_mutex_lock(&E.mu);
+        atomic_store(&E.leaving, !wait);
+        atomic_store(&E.stopping, 1);
+        if (wait)
+            pthread_cond_broadcast(&E.cv);
+        pthread_mutex_unlock(&E.mu);
+        if (!wait) {
+            pthread_detach(E.thread);
+            sampler = 0;
+        }
+    }
+    int watcher = calx_gilwatch_stop_ask();
+    int poller = calx_gpu_pause_ask(); /* always joined: NVML may be unloaded next */
+    int sampler_tid = E.sampler_tid, watcher_tid = calx_gilwatch_tid();
+    if (how == STOP_LEAVING) {
+        if (watcher) {
+            calx_gilwatch_stop_detach();
+            watcher = 0;
+        }
+    }
     Py_BEGIN_ALLOW_THREADS
-    pthread_join(E.thread, NULL);
-    calx_gilwatch_stop();
-    calx_gpu_pause();
+    if (sampler)
+        pthread_join(E.thread, NULL);
+    if (watcher)
+        calx_gilwatch_stop_join();
+    if (poller)
+        calx_gpu_pause_join();
+    if (helper)
+        calx_signals_fork_join();
+    if (how == STOP_FORK) {
+        if (sampler)
+            cal_clock_wait_thread_gone(sampler_tid);
+        if (watcher)
+            cal_clock_wait_thread_gone(watcher_tid);
+    }
     Py_END_ALLOW_THREADS
+    if (sampler) {
+        E.sampler_ident = 0; /* joined: its thread state is gone */
+        E.sampler_tid = 0;   /* a later thread of the program's may get its id */
+    }
     E.thread_started = 0;
 }
 
-/* Start a fresh profile with E.filter and E.interval_ns. */
-static int engine_start(void)
+/* Start a fresh profile with E.filter and E.interval_ns; forked_child: in
+   a forked child (calx_sampler_restart_in_child). */
+static int engine_start(int forked_child)
 {
     E.profile = cal_profile_new();
     if (!E.profile) {
@@ -1462,12 +1627,18 @@ static int engine_start(void)
     }
     publish_known();
     /* And so are native ones: every thread the scans find later was born
-       since profiling started. */
+       since profiling started.  A forked child has only the thread that
+       forked: any other is born since, and there is nothing to scan. */
     E.nnatives = 0;
     E.native_scans = 0;
-    sample_native_threads(NULL);
+    if (forked_child)
+        E.native_scans = 1;
+    else
+        sample_native_threads(NULL);
 
-    return threads_start();
+    /* A child that leaves at once (a fork per task) must not pay a wake-up
+       to start: its first interval just begins at the fork. */
+    return threads_start(!forked_child);
 }
 
 int calx_sampler_start(int64_t interval_ns, int gpu_mode, calx_filter *filter)
@@ -1488,7 +1659,7 @@ int calx_sampler_start(int64_t interval_ns, int gpu_mode, calx_filter *filter)
     E.gpu_mode = gpu_mode;
     cal_profile_free(E.profile);
     E.profile = NULL;
-    return engine_start();
+    return engine_start(0);
 }
 
 int calx_sampler_restart_in_child(void)
@@ -1505,24 +1676,35 @@ int calx_sampler_restart_in_child(void)
     E.request_path = NULL;
     E.periodic_ns = 0;
     int guard = calx_memory_guard_enter();
-    calx_codes_clear(&E.codes);
+    /* The parent's profile and code cache are left as they are, not freed:
+       freeing them (and the code objects only the cache kept alive) would
+       write to every page they are on, and the child would copy them all
+       (most of its set-up time, and memory for each child); untouched,
+       they stay shared with the parent. */
+    calx_codes_init(&E.codes);
     Py_CLEAR(E.threading_active);
     E.nthreads = 0;
     E.nnatives = 0;
     E.threads_changed = 1;
-    cal_profile_free(E.profile);
     E.profile = NULL;
-    int rc = engine_start();
+    int rc = engine_start(1);
     calx_memory_guard_leave(guard);
     return rc;
 }
 
-int calx_sampler_stop(void)
+int calx_sampler_stop(int leaving)
 {
     if (!E.profile || getpid() != E.pid)
         return 0;
     int guard = calx_memory_guard_enter();
-    threads_stop();
+    /* Another thread may be stopping or starting our threads for a fork. */
+    pthread_mutex_lock(&F.mu);
+    wait_not_busy_locked();
+    F.busy = 1;
+    int stopped = F.stopped;
+    pthread_mutex_unlock(&F.mu);
+    threads_stop(leaving ? STOP_LEAVING : STOP_JOIN);
+    transition_end(stopped);
     if (atomic_load(&E.active)) {
         calx_memory_stop();
         sample_pass(PASS_FINAL, 0, NULL);
@@ -1539,54 +1721,84 @@ int calx_sampler_stop(void)
     return 0;
 }
 
+void calx_sampler_unwatch_signals(int leaving)
+{
+    /* The signal helper stops for forks too: one at a time. */
+    pthread_mutex_lock(&F.mu);
+    wait_not_busy_locked();
+    F.busy = 1;
+    int stopped = F.stopped;
+    pthread_mutex_unlock(&F.mu);
+    calx_signals_stop(leaving);
+    transition_end(stopped);
+}
+
 int calx_sampler_fork_before(void)
 {
-    calx_signals_fork_before();
-    if (!calx_sampler_running() || !E.thread_started)
+    pthread_mutex_lock(&F.mu);
+    F.forking++;
+    wait_not_busy_locked();
+    int stop = !F.stopped; /* the first fork in: stop them */
+    if (stop)
+        F.busy = 1;
+    pthread_mutex_unlock(&F.mu);
+    if (!stop)
         return 0;
     int guard = calx_memory_guard_enter();
-    threads_stop();
-    E.paused_for_fork = 1;
+    E.paused_for_fork = calx_sampler_running() && E.thread_started;
+    threads_stop(STOP_FORK);
     calx_memory_guard_leave(guard);
-    /* Joined is not yet gone: wait until the kernel no longer counts them,
-       or the fork that follows looks multi-threaded (cal_clock.h). */
-    cal_clock_wait_thread_gone(E.sampler_tid);
-    cal_clock_wait_thread_gone(calx_gilwatch_tid());
+    transition_end(1);
     return 0;
 }
 
-/* Start the threads a fork stopped (GIL held). */
-static int resume_after_fork(void *arg)
+/* Start the threads the forks stopped, if no fork is in progress any more
+   (GIL held).  queued: called as the pending call. */
+static int resume_after_fork(void *queued)
 {
-    (void)arg;
-    E.resume_queued = 0;
-    if (!E.paused_for_fork || getpid() != E.pid)
+    pthread_mutex_lock(&F.mu);
+    if (queued)
+        F.resume_queued = 0;
+    /* A fork that began since leaves them stopped; its end starts them. */
+    int start = F.forking == 0 && F.stopped && !F.busy;
+    if (start)
+        F.busy = 1;
+    pthread_mutex_unlock(&F.mu);
+    if (!start)
         return 0;
-    E.paused_for_fork = 0;
     calx_signals_fork_after_parent();
-    int guard = calx_memory_guard_enter();
-    if (threads_start() != 0)
-        PyErr_Clear(); /* no thread: the profile ends here, the program goes on */
-    calx_memory_guard_leave(guard);
+    if (E.paused_for_fork && calx_sampler_running()) {
+        int guard = calx_memory_guard_enter();
+        if (threads_start(0) != 0)
+            PyErr_Clear(); /* no thread: the profile ends here, the program goes on */
+        calx_memory_guard_leave(guard);
+    }
+    E.paused_for_fork = 0;
+    transition_end(0);
     return 0;
 }
 
 void calx_sampler_fork_after_parent(void)
 {
-    if (!E.paused_for_fork || getpid() != E.pid) {
-        calx_signals_fork_after_parent();
-        return;
-    }
-    if (E.resume_queued)
-        return;
+    pthread_mutex_lock(&F.mu);
+    if (F.forking > 0)
+        F.forking--;
+    int last = F.forking == 0 && F.stopped && !F.resume_queued;
     /* Python 3.13 counts the threads after the after_in_parent hooks: in
        the main thread, start ours once os.fork() has returned. */
-    if (PyThread_get_thread_ident() == E.main_ident &&
-        Py_AddPendingCall(resume_after_fork, NULL) == 0) {
-        E.resume_queued = 1;
-        return;
+    int queue = last && PyThread_get_thread_ident() == E.main_ident;
+    if (queue)
+        F.resume_queued = 1;
+    pthread_mutex_unlock(&F.mu);
+    if (queue) {
+        if (Py_AddPendingCall(resume_after_fork, &F) == 0)
+            return;
+        pthread_mutex_lock(&F.mu); /* the queue is full: now, then */
+        F.resume_queued = 0;
+        pthread_mutex_unlock(&F.mu);
     }
-    resume_after_fork(NULL);
+    if (last)
+        resume_after_fork(NULL);
 }
 
 int calx_sampler_set_switch(const char *path)

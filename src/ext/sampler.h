@@ -23,8 +23,11 @@
 int calx_sampler_start(int64_t interval_ns, int gpu_mode, calx_filter *filter_steal);
 
 /* Stop the sampler thread and take a last sample of every thread.  Caller
-   holds the GIL.  Safe to call twice.  Returns 0, or -1 with an exception. */
-int calx_sampler_stop(void);
+   holds the GIL.  Safe to call twice.  leaving: the process is about to end
+   without finalising the interpreter (os._exit, exec, a signal), so the
+   profiler's threads are told to end but not waited for.  Returns 0, or -1
+   with an exception. */
+int calx_sampler_stop(int leaving);
 
 /* In a forked child of a profiled process (GIL held): drop the parent's
    profile and start a fresh one with the same settings.  On success return
@@ -40,6 +43,10 @@ int calx_sampler_restart_in_child(void);
    ours when it warns that fork() is called in a multi-threaded process. */
 int calx_sampler_fork_before(void);
 void calx_sampler_fork_after_parent(void);
+
+/* calx_signals_stop(leaving), never while a fork in another thread stops
+   or starts the signal helper (GIL held). */
+void calx_sampler_unwatch_signals(int leaving);
 
 /* Switching profiling off and on.  While off, samples only move the
    threads' baselines and allocations are not credited to lines (memory.c);

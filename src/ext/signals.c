@@ -57,6 +57,7 @@ static struct {
     int running;
     int paused; /* the helper stopped for a fork (handlers still ours) */
     atomic_int helper_tid;
+    atomic_int handling; /* the helper is handling a signal: it never ends */
 } S = {.pipe = {-1, -1}};
 
 /* Restore the default action and deliver `sig` to the process again. */
@@ -112,9 +113,14 @@ static void *helper_main(void *arg)
         if (n == 0 || (n < 0 && errno != EINTR))
             return NULL; /* the pipe was closed: stopping */
     }
-    int sig = atomic_load(&S.caught);
+    /* A zero byte asks it to end for a fork (calx_signals_fork_ask), even
+       if a signal was caught since: its byte waits in the pipe for the
+       helper that starts after the fork (the stopping thread joins this
+       one and must not wait for a signal to be handled). */
+    int sig = byte ? atomic_load(&S.caught) : 0;
     if (sig == 0)
-        return NULL; /* woken by calx_signals_stop */
+        return NULL; /* woken by calx_signals_stop, or for a fork */
+    atomic_store(&S.handling, 1);
     pthread_t wd;
     pthread_create(&wd, NULL, watchdog_main, (void *)(intptr_t)sig);
     PyGILState_STATE gs = PyGILState_Ensure();
@@ -133,12 +139,12 @@ static void *helper_main(void *arg)
     return NULL;
 }
 
-int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *))
+int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *), void *arg)
 {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits it */
-    int rc = pthread_create(t, NULL, fn, NULL);
+    int rc = pthread_create(t, NULL, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
 }
@@ -147,7 +153,13 @@ int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *))
    handler.  Returns pthread_create's status. */
 static int start_helper(void)
 {
-    return calx_thread_start_unsignalled(&S.helper, helper_main);
+    int rc = calx_thread_start_unsignalled(&S.helper, helper_main, NULL);
+    /* Its kernel id now, not when it first runs: the native-thread scan
+       must never take it for one of the program's. */
+    clockid_t c;
+    if (rc == 0 && pthread_getcpuclockid(S.helper, &c) == 0)
+        atomic_store(&S.helper_tid, cal_clock_thread_tid(c));
+    return rc;
 }
 
 int calx_signals_start(PyObject *callback)
@@ -203,12 +215,18 @@ static void restore_defaults(void)
     S.ours = 0;
 }
 
-void calx_signals_stop(void)
+void calx_signals_stop(int leaving)
 {
     if (!S.running || getpid() != S.pid)
         return;
     restore_defaults();
-    if (S.paused || atomic_load(&S.caught) == 0) {
+    if (!S.paused && leaving && atomic_load(&S.caught) == 0) {
+        /* The process is ending: the helper is left waiting in read(),
+           neither woken nor waited for, with its pipe (close-on-exec). */
+        pthread_detach(S.helper);
+        S.pipe[0] = S.pipe[1] = -1;
+        S.running = 0;
+    } else if (S.paused || atomic_load(&S.caught) == 0) {
         /* Wake the helper with nothing caught; it exits. */
         close(S.pipe[1]);
         S.pipe[1] = -1;
@@ -225,10 +243,10 @@ void calx_signals_stop(void)
     /* A signal is being handled: the helper owns the rest. */
 }
 
-void calx_signals_fork_before(void)
+int calx_signals_fork_ask(void)
 {
     if (!S.running || S.paused || getpid() != S.pid || atomic_load(&S.caught))
-        return;
+        return 0;
     /* A byte with nothing caught: the helper exits.  A signal that
        arrives from now on leaves its byte in the pipe for the next one. */
     char byte = 0;
@@ -237,13 +255,32 @@ void calx_signals_fork_before(void)
         n = write(S.pipe[1], &byte, 1);
     while (n < 0 && errno == EINTR);
     if (n != 1)
-        return;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_join(S.helper, NULL);
+        return 0;
+    S.paused = 1; /* from now on nobody else joins it */
+    return 1;
+}
+
+void calx_signals_fork_join(void)
+{
+    /* A signal's byte can reach the pipe before ours, and then the helper
+       handles the signal (and ends the process) instead of ending: it
+       will need what the stopping thread holds, so stop waiting for it. */
+    for (;;) {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_nsec += 1000000;
+        if (dl.tv_nsec >= 1000000000) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000;
+        }
+        int rc = pthread_timedjoin_np(S.helper, NULL, &dl);
+        if (rc == 0)
+            break;
+        if (rc != ETIMEDOUT || atomic_load(&S.handling))
+            return;
+    }
     /* and until the kernel stops counting it (cal_clock.h) */
     cal_clock_wait_thread_gone(atomic_load(&S.helper_tid));
-    Py_END_ALLOW_THREADS
-    S.paused = 1;
 }
 
 void calx_signals_fork_after_parent(void)
@@ -279,4 +316,5 @@ void calx_signals_after_fork_child(void)
     S.paused = 0;
     atomic_store(&S.caught, 0);
     atomic_store(&S.helper_tid, 0);
+    atomic_store(&S.handling, 0);
 }

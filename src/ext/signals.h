@@ -21,19 +21,26 @@
 int calx_signals_start(PyObject *callback);
 
 /* Give the signals back (those whose handler is still ours) and stop the
-   helper, unless it is already handling a signal. */
-void calx_signals_stop(void);
+   helper, unless it is already handling a signal.  leaving: the process is
+   about to end (os._exit, exec), so the helper is not waited for. */
+void calx_signals_stop(int leaving);
 
 /* Around a fork (see calx_sampler_fork_before): the helper thread stops
    before it and starts again in the parent; a signal caught in between is
-   handled then.  GIL held. */
-void calx_signals_fork_before(void);
+   handled then.  In two steps, so that the sampler can ask all of its
+   threads to end before it waits for any: ask (GIL held) returns 1 if the
+   helper was asked to end, and then join (GIL not needed) must be called
+   once, to wait until it is gone.  The sampler serialises these calls
+   (one stop or start at a time, whatever the number of forking threads). */
+int calx_signals_fork_ask(void);
+void calx_signals_fork_join(void);
 void calx_signals_fork_after_parent(void);
 
-/* Start a thread with every signal blocked, so the kernel never picks it
-   to run one of the program's handlers (the profiler's threads all are).
-   Returns pthread_create's status.  Safe from any thread. */
-int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *));
+/* Start a thread running fn(arg) with every signal blocked, so the kernel
+   never picks it to run one of the program's handlers (the profiler's
+   threads all are).  Returns pthread_create's status.  Safe from any
+   thread. */
+int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *), void *arg);
 
 /* Is this thread (pthread ident, or kernel tid; 0 for unknown) the helper?
    The sampler leaves it out: it is the profiler's own. */

@@ -799,11 +799,20 @@ static void api_reset(void)
     uint8_t g = T.guard;
     T.guard = 1;
     tt_lock();
-    if (TT.slots)
-        memset(TT.slots, 0, TT.cap * sizeof(*TT.slots));
+    /* Only what is not already empty is written: in a forked child (the
+       caller) a page written is a page copied from the parent, and the
+       filter alone is 2^FILTER_BITS bytes.  A filter counter stuck at 255
+       stays so (as it would in the parent): it only costs a lookup. */
+    for (size_t i = 0; TT.slots && i < TT.cap; i++) {
+        uintptr_t k = TT.slots[i].key;
+        if (k == KEY_EMPTY)
+            continue;
+        if (k != KEY_GONE)
+            atomic_store_explicit(&TT.filter[mix(k) >> (64 - FILTER_BITS)], 0,
+                                  memory_order_relaxed);
+        TT.slots[i] = (track_slot){KEY_EMPTY, 0, 0};
+    }
     TT.used = TT.live = 0;
-    for (size_t i = 0; i < sizeof TT.filter; i++)
-        atomic_store_explicit(&TT.filter[i], 0, memory_order_relaxed);
     tt_unlock();
     flush_totals();
     flush();
