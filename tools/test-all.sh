@@ -69,7 +69,7 @@ fi
 for py in $pythons; do
     v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     venv="build/venv-$v"
-    run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider -m 'not browser'"
+    run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q -Csetup-args=-Dwerror=true '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider -m 'not browser'"
 done
 
 # The HTML viewer in a real browser, once (the page does not depend on the
@@ -84,7 +84,7 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 first=$(echo "$pythons" | head -n 1)
 fv=$("$first" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-run_tier html sh -c "'build/venv-$fv/bin/python' -m pip install -q '.[test,browser]' && cd tests && '../build/venv-$fv/bin/python' -m pytest -q -p no:cacheprovider -m browser --basetemp='../$out/html'"
+run_tier html sh -c "'build/venv-$fv/bin/python' -m pip install -q -Csetup-args=-Dwerror=true '.[test,browser]' && cd tests && '../build/venv-$fv/bin/python' -m pytest -q -p no:cacheprovider -m browser --basetemp='../$out/html'"
 
 # The shim built with UBSan, preloaded into real programs (first CPython).
 run_tier shim-ubsan tools/shim-sanitize.sh "build/venv-$fv"
@@ -92,7 +92,7 @@ run_tier shim-ubsan tools/shim-sanitize.sh "build/venv-$fv"
 # The sdist/wheel build path users and packagers take: python -m build, and
 # the wheel holds the extension, the bootstrap and the schema.
 py=$(echo "$pythons" | head -n 1)
-run_tier wheel sh -c "'$py' -m venv build/venv-build && build/venv-build/bin/python -m pip install -q build && build/venv-build/bin/python -m build -q --outdir build/dist . && build/venv-build/bin/python tools/check-wheel.py build/dist/*.whl"
+run_tier wheel sh -c "'$py' -m venv build/venv-build && build/venv-build/bin/python -m pip install -q build && build/venv-build/bin/python -m build -q -Csetup-args=-Dwerror=true --outdir build/dist . && build/venv-build/bin/python tools/check-wheel.py --retag build/dist/*.whl"
 
 echo "total: $passed passed, $failed failed"
 [ "$failed" -eq 0 ] || status=1
