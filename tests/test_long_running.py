@@ -17,18 +17,21 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import validate
 
-# Runs until the file named by argv[1] exists.  Prints "running" once it
-# runs (calipers is set up by then), and "cpu C wall W" once its loop has
-# used C >= argv[2] seconds of CPU, W seconds after it started.
+# Runs until the file named by argv[1] exists (or for five minutes, if the
+# test is gone).  Prints "running" once it runs (calipers is set up by
+# then), and "cpu C wall W" once its loop has used C >= argv[2] seconds of
+# CPU, W seconds after it started.
 BUSY = """\
 import os, sys, time
 stop, report_after = sys.argv[1], float(sys.argv[2])
 t0, c0 = time.perf_counter(), time.thread_time()
 print("running", flush=True)
 told = False
-while not os.path.exists(stop):
+while not os.path.exists(stop) and time.perf_counter() - t0 < 300:
     for _ in range(50):
         sum(range(1000))
     if not told and time.thread_time() - c0 >= report_after:
@@ -91,6 +94,23 @@ class Busy:
         return validate(json.loads(self.out.read_bytes()))
 
 
+@pytest.fixture
+def start_busy(tmp_path):
+    """start_busy(*options, report_after=...) -> Busy; killed at the end of
+    the test if a failed check left it running."""
+    started = []
+
+    def start(*options, **kwargs):
+        started.append(Busy(tmp_path, *options, **kwargs))
+        return started[-1]
+
+    yield start
+    for busy in started:
+        if busy.proc.poll() is None:
+            busy.proc.kill()
+            busy.proc.wait()
+
+
 def busy_cpu(profile):
     """CPU seconds on busy.py's lines (the loop's, and the rest: a sample
     that lands between statements may be charged to the line after)."""
@@ -99,10 +119,10 @@ def busy_cpu(profile):
                for ln in f["lines"])
 
 
-def test_profile_interval_leaves_a_valid_profile_at_every_moment(tmp_path):
+def test_profile_interval_leaves_a_valid_profile_at_every_moment(start_busy):
     """A reader polling the file never sees a partial profile, and sees it
     rewritten about every second while the program runs."""
-    busy = Busy(tmp_path, "--profile-interval", "1")
+    busy = start_busy("--profile-interval", "1")
     busy.expect("running")
     walls = []
     deadline = time.monotonic() + 60
@@ -125,8 +145,8 @@ def test_profile_interval_leaves_a_valid_profile_at_every_moment(tmp_path):
     assert final["processes"][0]["end"] == "exit"
 
 
-def test_dump_on_request(tmp_path):
-    busy = Busy(tmp_path, report_after=0.6)
+def test_dump_on_request(start_busy):
+    busy = start_busy(report_after=0.6)
     busy.expect("running")
     _, loop_cpu, _, loop_wall = busy.expect("cpu")
     assert not busy.out.exists()  # nothing written before the request
@@ -228,8 +248,8 @@ def test_off_then_switched_on_and_off_from_the_program(tmp_path):
     assert summary["paused_s"] > 0.0
 
 
-def test_calipers_on_and_off_pid(tmp_path):
-    busy = Busy(tmp_path, "--off")
+def test_calipers_on_and_off_pid(start_busy):
+    busy = start_busy("--off")
     busy.expect("running")
 
     def switch(command):
