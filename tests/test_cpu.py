@@ -228,8 +228,12 @@ def test_native_threads_of_libraries_are_counted(run_calipers):
     truth = run.truth["process_cpu"]
     lines = run.lines("blas.py")
     work = [lines[line_of(prog, m)] for m in ("matmul-line", "sort-line")]
-    # process_time() counts every thread of the process over the same span.
-    assert sum(cpu(rec) for rec in work) == pytest.approx(truth, rel=0.15)
+    # process_time() counts every thread of the process over the same span
+    # (the lines after start-line; it counts calipers' own threads too,
+    # which the profile leaves out: under stress-ng --cpu 2 the matmul and
+    # sort lines alone held 0.90-0.97 of it).
+    spent = sum(cpu(rec) for n, rec in lines.items() if n > line_of(prog, "start-line"))
+    assert spent == pytest.approx(truth, rel=0.15), (spent, truth)
     for rec in work:
         assert rec["native_s"] >= 0.9 * (rec["native_s"] + rec["python_s"]), work
     # The library's thread is in the profile, all of its CPU native.

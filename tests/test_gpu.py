@@ -39,13 +39,14 @@ def phases(run):
 def check_program_unchanged(run):
     assert run.returncode == 0, run.stderr
     assert run.stdout == "phases done\n"
-    # The CPU profile is whole: the phases' lines hold, as Python, the CPU
-    # the program measured for them with its thread clock (a fixed figure
-    # such as "over 1 s" of its 4 s failed on a loaded machine, where the
-    # program got a third of a CPU).  A sample's interval may straddle a
-    # phase's edge: a few intervals of 10 ms.
-    lines = run.lines("gpu_phases.py")
-    idle, busy = lines[line_of(PROG, "@idle")], lines[line_of(PROG, "@busy")]
+    # The CPU profile is whole: the phases' functions hold, as Python, the
+    # CPU the program measured for them with its thread clock (a fixed
+    # figure such as "over 1 s" of its 4 s failed on a loaded machine,
+    # where the program got a third of a CPU).  Under stress-ng --cpu 2
+    # their share of it was 0.94-1.01: a sample's interval may straddle
+    # the start or the end of the phases (10 ms mean, on wall time).
+    funcs = run.functions("gpu_phases.py")
+    idle, busy = funcs["idle"]["total"], funcs["busy"]["total"]
     phases = cpu(idle) + cpu(busy)
     assert phases == pytest.approx(run.truth["loop_cpu_s"], rel=0.1, abs=0.05), (idle, busy)
     assert idle["python_s"] + busy["python_s"] >= 0.8 * phases, (idle, busy)
@@ -57,7 +58,10 @@ def check_phases(run):
     of the driver's periods, so each 1 s phase starts with up to ~0.1 s of
     the previous phase's figures: 15% of slack."""
     idle, busy = phases(run)
-    assert busy["samples"] > 40 and idle["samples"] > 40
+    # How many of the main thread's samples land in a 2 s phase depends on
+    # how often it gets a CPU: 24 to 209 under stress-ng --cpu 2 (median
+    # 157; "over 40" failed 4 runs in 10 there).
+    assert busy["samples"] >= 20 and idle["samples"] >= 20, (busy, idle)
     assert 90 * 0.85 <= busy["utilization_avg_percent"] <= 90
     assert idle["utilization_avg_percent"] <= 90 * 0.15
     assert busy["memory_peak_bytes"] == BUSY_MEM
@@ -197,8 +201,11 @@ def test_gpu_lost_mid_run_keeps_what_was_read(run_calipers, nvml_lib):
     notes = gpu_notes(run.profile)
     assert len(notes) == 1 and notes[0].startswith("GPU sampling stopped at ")
     assert "nvmlDeviceGetProcessUtilization failed: GPU is lost" in notes[0]
+    # What was read of the busy phase before the loss is kept (how much:
+    # the readings stopped 0.6 to 1.3 s into it under stress-ng, with 15
+    # samples in the shortest).
     idle, busy = phases(run)
-    assert busy["samples"] > 20 and busy["memory_peak_bytes"] == BUSY_MEM
+    assert busy["samples"] >= 5 and busy["memory_peak_bytes"] == BUSY_MEM
     assert gpu["memory_peak_bytes"] == BUSY_MEM
 
 

@@ -89,6 +89,7 @@ class Busy:
         return int(Path(path).read_text().split()[0]) / 1e9
 
     def finish(self):
+        self.stopped = time.perf_counter()
         self.stop_file.write_text("")
         assert self.proc.wait(timeout=120) == 0, self.proc.stderr.read().decode()
         return validate(json.loads(self.out.read_bytes()))
@@ -135,12 +136,15 @@ def test_profile_interval_leaves_a_valid_profile_at_every_moment(start_busy):
         time.sleep(0.01)
     final = busy.finish()
     assert len(walls) == 4, walls  # four rewrites within a minute
-    # Never sooner than asked (a reader may miss a rewrite, not see an extra
-    # one), and the first about a second in: the sampler thread writes it
-    # when due, with the GIL, which a busy main thread gives up every 5 ms.
+    # Never sooner than asked: the n-th rewrite falls due n seconds in, or
+    # later (a reader may miss one, not see an extra one).  The sampler
+    # thread then writes it with the GIL, which can take a while on a
+    # loaded machine (it wrote at 1.35 s, 2.05 s, 3.08 s, 4.06 s): the
+    # rewrites are "about every second" only on average, and four of them
+    # come before 6.5 s unless the reader missed two.
     assert walls == sorted(walls), walls
-    assert all(b - a >= 0.9 for a, b in zip(walls, walls[1:])), walls
-    assert 0.9 <= walls[0] <= 2.5, walls
+    assert all(wall >= n - 0.1 for n, wall in enumerate(walls, 1)), walls
+    assert walls[-1] <= 6.5, walls
     assert final["summary"]["wall_s"] >= walls[-1] and final["notes"] == []
     assert final["processes"][0]["end"] == "exit"
 
@@ -185,9 +189,12 @@ def test_dump_and_switch_errors_are_one_line(tmp_path):
 
 
 # Burns CPU off, on (with a child process) and off again, timing the two
-# switches itself: each clock is read just before and just after the call.
+# switches itself (each clock is read just before and just after the call)
+# and its own start and end.
 SWITCHED = """\
-import json, subprocess, sys, time
+import time
+t = [time.perf_counter()]
+import json, subprocess, sys
 import calipers
 
 def burn(seconds):
@@ -202,7 +209,7 @@ def phase_on():
     burn(0.4)  # on-line
 
 phase_off()
-t = [time.perf_counter()]
+t.append(time.perf_counter())
 on = calipers.on()
 t.append(time.perf_counter())
 phase_on()
@@ -213,6 +220,7 @@ calipers.off()
 t.append(time.perf_counter())
 phase_off()
 print(on)
+t.append(time.perf_counter())
 with open(sys.argv[1], "w") as f:
     json.dump(t, f)
 """
@@ -239,18 +247,24 @@ def test_off_then_switched_on_and_off_from_the_program(tmp_path):
     child = profile["processes"][1]
     assert child["python_s"] + child["native_s"] + child["system_s"] > 0.2
     # calipers.on() and off() switch their own process at once: it was on
-    # for the time between the two calls, as the program timed them.
-    before_on, after_on, before_off, after_off = json.loads(times.read_text())
+    # at least between the two calls and off at least before the first and
+    # after the second, as the program timed them (10 ms: the clocks are
+    # read a call apart).  Not bounded the other way: the time between the
+    # engine's start and its first reading of the switch file counts as on
+    # (docs/INTERNALS.md, "Known gaps"), 0.2 to 35 ms under stress-ng
+    # --cpu 4, once 0.58 s on a machine loaded harder.
+    start, before_on, after_on, before_off, after_off, end = json.loads(times.read_text())
     summary = profile["summary"]
     on_for = summary["wall_s"] - summary["paused_s"]
-    assert before_off - after_on - 0.01 <= on_for <= after_off - before_on + 0.01, (
-        on_for, before_off - after_on, after_off - before_on)
-    assert summary["paused_s"] > 0.0
+    assert on_for >= before_off - after_on - 0.01, (on_for, before_off - after_on)
+    off_for = (before_on - start) + (end - after_off)
+    assert summary["paused_s"] >= off_for - 0.01, (summary["paused_s"], off_for)
 
 
 def test_calipers_on_and_off_pid(start_busy):
     busy = start_busy("--off")
     busy.expect("running")
+    running = time.perf_counter()
 
     def switch(command):
         r = subprocess.run([sys.executable, "-m", "calipers", command, str(busy.proc.pid)],
@@ -272,8 +286,12 @@ def test_calipers_on_and_off_pid(start_busy):
     profile = busy.finish()
     summary = profile["summary"]
     on_for = summary["wall_s"] - summary["paused_s"]
-    assert off_sent - on_done <= on_for <= off_done - on_sent, (
-        on_for, off_sent - on_done, off_done - on_sent)
+    assert on_for >= off_sent - on_done, (on_for, off_sent - on_done)
+    # Off while the program ran before the first command and after the
+    # second.  (Not "on for at most off_done - on_sent": the engine's start
+    # counts as on, test_off_then_switched_on_and_off_from_the_program.)
+    off_for = (on_sent - running) + (busy.stopped - off_done)
+    assert summary["paused_s"] >= off_for, (summary["paused_s"], off_for)
     # Only the CPU used while on is in the profile.
     least, most = off_cpu_before - on_cpu_after, off_cpu_after - on_cpu_before
     assert least - EDGE <= busy_cpu(profile) <= most + EDGE, (busy_cpu(profile), least, most)
