@@ -21,6 +21,10 @@ if mode == "with":
     with calipers.profile("a.json") as p:
         hot()
     print(json.dumps({"path": p.path}))
+elif mode == "report":
+    with calipers.profile("a.json", report=True) as p:
+        hot()
+    print(json.dumps({"path": p.path}))
 elif mode == "twice":
     calipers.start("a.json")
     hot()
@@ -71,6 +75,16 @@ def test_profile_block_without_calipers_run(tmp_path):
     # No shim preloaded: CPU only, and the profile says what is missing.
     assert profile["config"]["cpu_only"] and profile["summary"]["memory"] is None
     assert any("LD_PRELOAD" in n for n in profile["notes"])
+
+
+def test_report_prints_the_preload_path_whole(tmp_path):
+    """The note saying how to preload the shim names its path: the report
+    wraps it onto a line of its own, never cuts it (it cut every word
+    longer than the room left on the line, the path included)."""
+    shim = Path(calipers.__file__).parent / "libcalipers_shim.so"
+    _, err = run(tmp_path, "report", env={"COLUMNS": "60"})
+    assert "calipers: note: Memory was not profiled" in err
+    assert "LD_PRELOAD=%s\n" % shim in err, err
 
 
 def test_memory_with_the_shim_preloaded(tmp_path):

@@ -44,6 +44,7 @@ def test_python_native_split_and_shares(run_calipers, run_plain, tmp_path):
     # the program measured for the same work (it timed each call itself).
     # ... and against the shares of a run without the profiler.
     want, have, unprofiled = shares(truth), shares(got), shares(plain)
+    assert set(want) == set(unprofiled) == set(called), (want, unprofiled)
     for marker in want:
         assert abs(have[marker] - want[marker]) <= 0.05, (marker, have, want)
         assert abs(have[marker] - unprofiled[marker]) <= 0.05, (marker, have, unprofiled)
@@ -211,13 +212,32 @@ def test_many_short_lived_threads(run_calipers):
 
 def test_native_threads_of_libraries_are_counted(run_calipers):
     """BLAS worker threads never enter Python; their CPU still belongs to the
-    program and is credited, as native, to the line the main thread is on."""
+    program and is credited, as native, to the line the main thread is on.
+
+    The lines' kernel time is not part of that split: it is the kernel's
+    own figure, a third column.  The sort line faults in two fresh 24 MB
+    arrays, and its system time was 0 to 0.1 s run to run, with or without
+    calipers (the program's own getrusage() agreed with the profile each
+    time) against ~0.06 s of user time: a bound on native / (native +
+    system) failed two runs in three."""
     prog = PROGRAMS / "blas.py"
-    run = run_calipers(prog, TRUTH)
+    # Two BLAS threads, whatever the machine's CPU count: one is a thread
+    # the library starts and Python never sees.
+    run = run_calipers(prog, TRUTH, env={"OPENBLAS_NUM_THREADS": "2"})
     assert run.returncode == 0, run.stderr
     truth = run.truth["process_cpu"]
     lines = run.lines("blas.py")
     work = [lines[line_of(prog, m)] for m in ("matmul-line", "sort-line")]
-    # process_time() counts every thread of the process over the same span.
-    assert sum(cpu(rec) for rec in work) == pytest.approx(truth, rel=0.15)
-    assert all(rec["native_s"] >= 0.6 * cpu(rec) for rec in work), work
+    # process_time() counts every thread of the process over the same span
+    # (the lines after start-line; it counts calipers' own threads too,
+    # which the profile leaves out: under stress-ng --cpu 2 the matmul and
+    # sort lines alone held 0.90-0.97 of it).
+    spent = sum(cpu(rec) for n, rec in lines.items() if n > line_of(prog, "start-line"))
+    assert spent == pytest.approx(truth, rel=0.15), (spent, truth)
+    for rec in work:
+        assert rec["native_s"] >= 0.9 * (rec["native_s"] + rec["python_s"]), work
+    # The library's thread is in the profile, all of its CPU native.
+    others = [t for t in run.profile["threads"] if not t["main"]]
+    assert others, run.profile["threads"]
+    assert sum(t["native_s"] for t in others) > 0.05, others
+    assert all(t["python_s"] == 0 for t in others), others

@@ -192,6 +192,7 @@ def test_native_threads_calling_into_python_while_main_runs(run_calipers, gilcal
     assert prof.returncode == 0, prof.stderr
     assert prof.stdout == "ok 2\n"
     spent = {int(tid): s for tid, s in prof.truth["callback_cpu_s"].items()}
+    assert len(spent) == 2, spent  # the two C threads ("ok 2"): the loop below checks each
     threads = prof.profile["threads"]
     assert sorted(th["tid"] for th in threads if not th["main"]) == sorted(spent)
     for th in threads:

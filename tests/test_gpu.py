@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import fake_nvml
-from conftest import PROGRAMS, TRUTH, line_of, validate
+from conftest import PROGRAMS, TRUTH, cpu, line_of, validate
 
 PROG = PROGRAMS / "gpu_phases.py"
 MiB = 1 << 20
@@ -39,7 +39,18 @@ def phases(run):
 def check_program_unchanged(run):
     assert run.returncode == 0, run.stderr
     assert run.stdout == "phases done\n"
-    assert run.profile["summary"]["python_s"] > 1.0  # the CPU profile is whole
+    # The CPU profile is whole: the phases' functions hold, as Python, the
+    # CPU the program measured for them with its thread clock (a fixed
+    # figure such as "over 1 s" of its 4 s failed 7 runs in 10 under
+    # stress-ng --cpu 2, where the program got 0.2-0.9 s of CPU).  There
+    # the two loop lines alone held 0.90-1.01 of it; the functions also
+    # hold their `pass` lines, and a sample's interval may straddle the
+    # start or the end of the phases (10 ms mean, on wall time).
+    funcs = run.functions("gpu_phases.py")
+    idle, busy = funcs["idle"]["total"], funcs["busy"]["total"]
+    phases = cpu(idle) + cpu(busy)
+    assert phases == pytest.approx(run.truth["loop_cpu_s"], rel=0.1, abs=0.05), (idle, busy)
+    assert idle["python_s"] + busy["python_s"] >= 0.8 * phases, (idle, busy)
 
 
 def check_phases(run):
@@ -48,7 +59,10 @@ def check_phases(run):
     of the driver's periods, so each 1 s phase starts with up to ~0.1 s of
     the previous phase's figures: 15% of slack."""
     idle, busy = phases(run)
-    assert busy["samples"] > 40 and idle["samples"] > 40
+    # How many of the main thread's samples land in a 2 s phase depends on
+    # how often it gets a CPU: 24 to 209 under stress-ng --cpu 2 (median
+    # 157; "over 40" failed 4 runs in 10 there).
+    assert busy["samples"] >= 20 and idle["samples"] >= 20, (busy, idle)
     assert 90 * 0.85 <= busy["utilization_avg_percent"] <= 90
     assert idle["utilization_avg_percent"] <= 90 * 0.15
     assert busy["memory_peak_bytes"] == BUSY_MEM
@@ -74,7 +88,7 @@ def test_per_line_figures_match_the_script(run_calipers, nvml_lib):
     # <module> is on the stack through both phases: their mean.
     assert 30 <= fns["<module>"]["gpu"]["utilization_avg_percent"] <= 60
     assert gpu_notes(run.profile) == []
-    assert run.truth == {"main_thread_calls": 0, "inits": 1}
+    assert (run.truth["main_thread_calls"], run.truth["inits"]) == (0, 1)
     assert "gpu%" in run.stderr and "GPU utilisation" in run.stderr
 
 
@@ -130,7 +144,8 @@ def check_outcome(run, outcome, named):
         assert gpu["available"] is False
         assert named in gpu["reason"]
         assert notes == ["No GPU figures: %s." % gpu["reason"]]
-        assert all(ln["gpu"] is None for f in run.profile["files"] for ln in f["lines"])
+        lines = [ln for f in run.profile["files"] for ln in f["lines"]]
+        assert lines and all(ln["gpu"] is None for ln in lines)
         return
     assert gpu["available"] is True
     sources = (gpu["utilization_source"], gpu["memory_source"])
@@ -187,8 +202,11 @@ def test_gpu_lost_mid_run_keeps_what_was_read(run_calipers, nvml_lib):
     notes = gpu_notes(run.profile)
     assert len(notes) == 1 and notes[0].startswith("GPU sampling stopped at ")
     assert "nvmlDeviceGetProcessUtilization failed: GPU is lost" in notes[0]
+    # What was read of the busy phase before the loss is kept (how much:
+    # the readings stopped 0.6 to 1.3 s into it under stress-ng, with 15
+    # samples in the shortest).
     idle, busy = phases(run)
-    assert busy["samples"] > 20 and busy["memory_peak_bytes"] == BUSY_MEM
+    assert busy["samples"] >= 5 and busy["memory_peak_bytes"] == BUSY_MEM
     assert gpu["memory_peak_bytes"] == BUSY_MEM
 
 
@@ -200,7 +218,8 @@ def test_no_nvml_is_silent(run_calipers, run_plain, tmp_path):
     assert (run.returncode, run.stdout, run.stderr.count("GPU")) == (0, plain.stdout, 0)
     assert run.profile["summary"]["gpu"] is None
     assert gpu_notes(run.profile) == []
-    assert all(ln["gpu"] is None for f in run.profile["files"] for ln in f["lines"])
+    lines = [ln for f in run.profile["files"] for ln in f["lines"]]
+    assert lines and all(ln["gpu"] is None for ln in lines)
     # Asked for, its absence is said once.
     run = run_calipers(prog, options=["--gpu"])
     assert run.returncode == 0 and run.stdout == plain.stdout

@@ -56,6 +56,7 @@ def test_volumes_and_python_native_split(run_calipers):
     assert run.returncode == 0, run.stderr
     truth = run.truth
     lines = run.lines("volumes.py")
+    assert set(truth) == {"small-objects", "numpy-arrays", "bytes-objects"}, truth
     for marker, want in truth.items():
         rec = lines[line_of(prog, marker)]
         assert want >= 50 * MiB  # the lines the tolerance is about
@@ -138,6 +139,7 @@ def test_copy_volume(run_calipers):
     assert run.returncode == 0, run.stderr
     truth = run.truth
     lines = run.lines("copies.py")
+    assert set(truth) == {"copy-bytes", "copy-numpy"}, truth
     for marker, (copied, seconds) in truth.items():
         rec = lines[line_of(prog, marker)]
         assert mem(rec)["copied_bytes"] == pytest.approx(copied, rel=0.10), (marker, mem(rec))

@@ -71,7 +71,7 @@ fi
 for py in $pythons; do
     v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     venv="build/venv-$v"
-    run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider -m 'not browser and not unknown_layout'"
+    run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q -Csetup-args=-Dwerror=true '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider -m 'not browser and not unknown_layout'"
 done
 
 # The HTML viewer in a real browser, once (the page does not depend on the
@@ -86,7 +86,7 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 first=$(echo "$pythons" | head -n 1)
 fv=$("$first" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-run_tier html sh -c "'build/venv-$fv/bin/python' -m pip install -q '.[test,browser]' && cd tests && '../build/venv-$fv/bin/python' -m pytest -q -p no:cacheprovider -m browser --basetemp='../$out/html'"
+run_tier html sh -c "'build/venv-$fv/bin/python' -m pip install -q -Csetup-args=-Dwerror=true '.[test,browser]' && cd tests && '../build/venv-$fv/bin/python' -m pytest -q -p no:cacheprovider -m browser --basetemp='../$out/html'"
 
 # The shim built with UBSan, preloaded into real programs (first CPython).
 run_tier shim-ubsan tools/shim-sanitize.sh "build/venv-$fv"
@@ -96,12 +96,12 @@ run_tier shim-ubsan tools/shim-sanitize.sh "build/venv-$fv"
 # install, run the program unchanged and say what it cannot profile.
 last=$(echo "$pythons" | tail -n 1)
 lv=$("$last" -c 'import sys; print(sys.version_info[1])')
-run_tier unknown-python sh -c "'$last' -m venv build/venv-unknown && build/venv-unknown/bin/python -m pip install -q '.[test]' -Csetup-args=-Dnewest_known_python=$((lv - 1)) && cd tests && ../build/venv-unknown/bin/python -m pytest -q -p no:cacheprovider -m unknown_layout"
+run_tier unknown-python sh -c "'$last' -m venv build/venv-unknown && build/venv-unknown/bin/python -m pip install -q -Csetup-args=-Dwerror=true '.[test]' -Csetup-args=-Dnewest_known_python=$((lv - 1)) && cd tests && ../build/venv-unknown/bin/python -m pytest -q -p no:cacheprovider -m unknown_layout"
 
 # The sdist/wheel build path users and packagers take: python -m build, and
 # the wheel holds the extension, the bootstrap and the schema.
 py=$(echo "$pythons" | head -n 1)
-run_tier wheel sh -c "'$py' -m venv build/venv-build && build/venv-build/bin/python -m pip install -q build && build/venv-build/bin/python -m build -q --outdir build/dist . && build/venv-build/bin/python tools/check-wheel.py build/dist/*.whl"
+run_tier wheel sh -c "'$py' -m venv build/venv-build && build/venv-build/bin/python -m pip install -q build && build/venv-build/bin/python -m build -q -Csetup-args=-Dwerror=true --outdir build/dist . && build/venv-build/bin/python tools/check-wheel.py --retag build/dist/*.whl"
 
 echo "total: $passed passed, $failed failed"
 [ "$failed" -eq 0 ] || status=1

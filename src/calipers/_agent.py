@@ -297,9 +297,11 @@ def start_api(outfile, interval, memory_interval, profile_all, profile_only, pro
     })
     _begin(_start_engine)
     if memory_interval and not _state["memory"]:
+        # The path ends the note, with nothing glued to it, so that it can
+        # be copied from the report (which prints long words whole).
         _state.setdefault("notes", []).append(
             "Memory was not profiled: native allocations can only be seen with the allocation "
-            "shim preloaded, which `calipers run` does (or start Python with LD_PRELOAD=%s)."
+            "shim preloaded, which `calipers run` does; or start Python with LD_PRELOAD=%s"
             % os.path.join(os.path.dirname(os.path.abspath(__file__)), "libcalipers_shim.so"))
     _install_hooks()
 

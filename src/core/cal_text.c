@@ -24,6 +24,7 @@
 #define _GNU_SOURCE /* qsort_r */
 #include "cal_view.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -123,9 +124,14 @@ static void add_text(cal_buf *out, const char *s, int cols, int tty)
 }
 
 /* Append text word-wrapped to `width` columns, continuation lines indented
-   by `indent` spaces. */
+   by `indent` spaces.  Prose is wrapped, never cut (only table rows are):
+   a word longer than the room left starts a line of its own and is printed
+   whole even if wider than the line, since it may be a path the reader has
+   to copy (the terminal folds it). */
 static void add_wrapped(cal_buf *out, const char *text, int width, int indent, int tty)
 {
+    cal_buf word;
+    cal_buf_init(&word);
     int col = 0;
     const char *s = text;
     while (*s) {
@@ -136,11 +142,11 @@ static void add_wrapped(cal_buf *out, const char *text, int width, int indent, i
             e++;
         if (e == s)
             break;
-        char word[1024];
-        size_t n = (size_t)(e - s) < sizeof word - 1 ? (size_t)(e - s) : sizeof word - 1;
-        memcpy(word, s, n);
-        word[n] = '\0';
-        int wl = text_width(word);
+        word.len = 0;
+        cal_buf_add(&word, s, (size_t)(e - s));
+        if (!cal_buf_ok(&word))
+            break; /* out of memory: the rest of this sentence is lost */
+        int wl = text_width(word.data);
         if (col > indent && col + 1 + wl > width) {
             cal_buf_puts(out, "\n");
             cal_buf_repeat(out, " ", indent);
@@ -149,10 +155,11 @@ static void add_wrapped(cal_buf *out, const char *text, int width, int indent, i
             cal_buf_puts(out, " ");
             col++;
         }
-        add_text(out, word, width - col, tty);
-        col += wl < width - col ? wl : width - col;
+        add_text(out, word.data, INT_MAX, tty);
+        col += wl;
         s = e;
     }
+    cal_buf_free(&word);
     cal_buf_puts(out, "\n");
 }
 

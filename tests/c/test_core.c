@@ -259,6 +259,39 @@ static int max_visible_width(const char *s)
     return cols > widest ? cols : widest;
 }
 
+/* max_visible_width, less the lines that hold one word alone after their
+   indentation: prose prints a word longer than a line whole, on a line of
+   its own (it may be a path the reader has to copy); no other line may be
+   wider than asked. */
+static int max_wrapped_width(const char *text)
+{
+    int widest = 0;
+    size_t n = strlen(text);
+    char *line = malloc(n + 1);
+    if (!line)
+        return max_visible_width(text);
+    for (const char *s = text; *s;) {
+        size_t len = strcspn(s, "\n");
+        size_t k = 0; /* the line without its ANSI sequences */
+        for (size_t i = 0; i < len; i++) {
+            if (s[i] == '\033') {
+                while (i < len && s[i] != 'm')
+                    i++;
+                continue;
+            }
+            line[k++] = s[i];
+        }
+        line[k] = '\0';
+        const char *word = line + strspn(line, " ");
+        int w = max_visible_width(line);
+        if (w > widest && (!*word || strchr(word, ' ')))
+            widest = w;
+        s += len + (s[len] == '\n');
+    }
+    free(line);
+    return widest;
+}
+
 static void test_fuzz(const char *generated, size_t n);
 
 /* A profile's JSON, as another process of the run would write it. */
@@ -536,11 +569,11 @@ static void fuzz_profile(const char *seed, size_t n, int rounds)
                 cal_buf b;
                 cal_buf_init(&b);
                 cal_view_text(d.root, &o, &b);
-                if (b.data && max_visible_width(b.data) > o.width) {
-                    CHECK(max_visible_width(b.data) <= o.width);
+                if (b.data && max_wrapped_width(b.data) > o.width) {
+                    CHECK(max_wrapped_width(b.data) <= o.width);
                     for (char *ln = b.data, *nl; (nl = strchr(ln, '\n')); ln = nl + 1) {
                         *nl = '\0';
-                        if (max_visible_width(ln) > o.width) {
+                        if (max_wrapped_width(ln) > o.width) {
                             fprintf(stderr, "  wider than %d: %s\n", o.width, ln);
                             break;
                         }
@@ -607,6 +640,38 @@ static void test_notes(void)
     CHECK(strstr(b.data, "--profile-only mypkg") != NULL);
     cal_buf_free(&b);
     cal_profile_free(p);
+}
+
+/* The terminal report wraps prose and never cuts a word: a path longer
+   than the line is printed whole, alone on its line (it used to end in
+   '~' at the width, so the preload path of the in-process note could not
+   be copied). */
+static void test_text_long_word(void)
+{
+    static const char path[] = "/home/someone/projects/with/a/deep/tree/.venv/lib/python3.12/"
+                               "site-packages/calipers/libcalipers_shim.so";
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"schema\": \"calipers/1\", \"program\": {\"argv\": [\"p.py\"]}, "
+             "\"summary\": {\"wall_s\": 1}, \"files\": [], \"notes\": [\"Memory was "
+             "not profiled: start Python with LD_PRELOAD=%s\"]}",
+             path);
+    cal_jdoc d;
+    char err[128];
+    CHECK(cal_jdoc_parse(&d, json, strlen(json), err, sizeof err) == 0);
+    CHECK(cal_view_check(d.root, err, sizeof err) == 0);
+    for (int tty = 0; tty <= 1; tty++) {
+        cal_view_opts o = {60, tty, 1.0, 300, NULL};
+        cal_buf b;
+        cal_buf_init(&b);
+        cal_view_text(d.root, &o, &b);
+        char whole[256];
+        snprintf(whole, sizeof whole, "\n                LD_PRELOAD=%s\n", path);
+        CHECK(b.data && strstr(b.data, whole) != NULL);
+        CHECK(max_visible_width(b.data) > 60 && max_wrapped_width(b.data) <= 60);
+        cal_buf_free(&b);
+    }
+    cal_jdoc_free(&d);
 }
 
 static void test_rand(void)
@@ -1436,6 +1501,7 @@ int main(void)
     test_report_deterministic();
     test_merge();
     test_notes();
+    test_text_long_word();
     test_rand();
     test_clock();
     test_gpu_entries();

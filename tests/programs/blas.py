@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-t0 = time.process_time()
+t0 = time.process_time()  # start-line
 a = np.random.rand(1200, 1200)
 for _ in range(5):
     b = a @ a  # matmul-line
