@@ -650,12 +650,22 @@ static void test_text_long_word(void)
 {
     static const char path[] = "/home/someone/projects/with/a/deep/tree/.venv/lib/python3.12/"
                                "site-packages/calipers/libcalipers_shim.so";
-    char json[1024];
-    snprintf(json, sizeof json,
-             "{\"schema\": \"calipers/1\", \"program\": {\"argv\": [\"p.py\"]}, "
-             "\"summary\": {\"wall_s\": 1}, \"files\": [], \"notes\": [\"Memory was "
-             "not profiled: start Python with LD_PRELOAD=%s\"]}",
-             path);
+    /* A real (empty) profile whose note is the in-process one. */
+    FILE *f = fopen("tests/data/empty.json", "rb");
+    CHECK(f != NULL); /* run from the repository root */
+    if (!f)
+        return;
+    static char fixture[65536], json[66000];
+    size_t len = fread(fixture, 1, sizeof fixture - 1, f);
+    fclose(f);
+    fixture[len] = '\0';
+    char *notes = strstr(fixture, "\"notes\": [");
+    CHECK(notes != NULL);
+    if (!notes)
+        return;
+    char *after = strchr(notes, ']');
+    snprintf(json, sizeof json, "%.*s\"notes\": [\"Memory was not profiled: start Python with "
+             "LD_PRELOAD=%s\"%s", (int)(notes - fixture), fixture, path, after);
     cal_jdoc d;
     char err[128];
     CHECK(cal_jdoc_parse(&d, json, strlen(json), err, sizeof err) == 0);
