@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 
-.PHONY: demo install test test-c test-sanitize bench bench-quick clean
+.PHONY: demo install test test-c test-sanitize format format-check bench bench-quick clean
 
 # Install calipers into $(VENV) and profile the example program.
 demo: install
@@ -22,6 +22,14 @@ test-c:
 	cc -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c src/core/*.c -lm -lpthread -ldl -o /tmp/calipers-test-core && /tmp/calipers-test-core
 test-sanitize:
 	cc -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c src/core/*.c -lm -lpthread -ldl -o /tmp/calipers-test-core-asan && /tmp/calipers-test-core-asan
+
+# The C sources in the committed .clang-format style (format-check is a
+# tier of make test).
+C_SOURCES = src/*/*.c src/*/*.h tests/c/*.c
+format:
+	clang-format -i $(C_SOURCES)
+format-check:
+	clang-format --dry-run --Werror $(C_SOURCES)
 
 # Overhead, accuracy and own cost side by side with the peers (bench/README.md);
 # e.g. make bench SUITE=overhead ONLY=raytrace,docutils REPEAT=5

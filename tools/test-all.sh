@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Every test tier, from scratch:
+#   0. the C sources in the committed .clang-format style;
 #   1. the C core's unit tests, built with -Werror by gcc and by clang, and
 #      under AddressSanitizer + UndefinedBehaviorSanitizer; the preload shim
 #      built by both; the extension's sources checked by clang -Werror
@@ -44,6 +45,13 @@ run_tier() { # name, command...
     fi
     count "$log"
 }
+
+if command -v clang-format >/dev/null 2>&1; then
+    run_tier format-check sh -c "make -s format-check && echo '1 passed, 0 failed'"
+else
+    echo "clang-format not found: the format tier cannot run (install clang-format; .ci/run does)"
+    failed=$((failed + 1))
+fi
 
 CC=${CC:-cc}
 core_src="src/core/*.c"

@@ -4,7 +4,9 @@
 /* Uniform in [mean/2, mean/2 + mean]: mean gap `mean`. */
 static int64_t gap(cal_bsamp *s)
 {
-    uint64_t u = (uint64_t)(((unsigned __int128)cal_rand_next(&s->rng) * (uint64_t)(s->mean + 1)) >> 64);
+    uint64_t u = (uint64_t)(((unsigned __int128)cal_rand_next(&s->rng) *
+                             (uint64_t)(s->mean + 1)) >>
+                            64);
     return s->mean / 2 + (int64_t)u;
 }
 
@@ -14,7 +16,9 @@ void cal_bsamp_init(cal_bsamp *s, int64_t mean, uint64_t seed)
     s->mean = mean > 0 ? mean : 0;
     /* The first point falls uniformly in the first mean bytes: the
        stationary start of the renewal process. */
-    s->left = s->mean ? 1 + (int64_t)(((unsigned __int128)cal_rand_next(&s->rng) * (uint64_t)s->mean) >> 64)
+    s->left = s->mean ? 1 + (int64_t)(((unsigned __int128)cal_rand_next(&s->rng) *
+                                       (uint64_t)s->mean) >>
+                                      64)
                       : INT64_MAX;
 }
 

@@ -16,7 +16,8 @@
  * V/mean with exponential gaps and about V/(12 mean) with these.  Measured
  * (docs/INTERNALS.md, "Memory"): a line making 2/3 of a 50 MB stream of
  * small allocations, 256 KiB mean: standard error 3.5% against 7.7% for
- * exponential gaps with Horvitz-Thompson weights, for the same overhead.  The gaps still vary by
+ * exponential gaps with Horvitz-Thompson weights, for the same overhead.  The gaps
+ * still vary by
  * +/-50%, far more than any loop's period, so a periodic allocation pattern
  * cannot lock onto the sampling phase as it would with a fixed stride.
  *
@@ -32,8 +33,8 @@
 #include "cal_rand.h"
 
 typedef struct cal_bsamp {
-    int64_t left;  /* bytes until the next sample point */
-    int64_t mean;  /* mean gap in bytes; 0 = never sample */
+    int64_t left; /* bytes until the next sample point */
+    int64_t mean; /* mean gap in bytes; 0 = never sample */
     cal_rand rng;
 } cal_bsamp;
 

@@ -15,10 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-void cal_buf_init(cal_buf *b)
-{
-    memset(b, 0, sizeof(*b));
-}
+void cal_buf_init(cal_buf *b) { memset(b, 0, sizeof(*b)); }
 
 void cal_buf_free(cal_buf *b)
 {
@@ -26,10 +23,7 @@ void cal_buf_free(cal_buf *b)
     cal_buf_init(b);
 }
 
-int cal_buf_ok(const cal_buf *b)
-{
-    return !b->failed;
-}
+int cal_buf_ok(const cal_buf *b) { return !b->failed; }
 
 static int reserve(cal_buf *b, size_t extra)
 {
@@ -59,10 +53,7 @@ void cal_buf_add(cal_buf *b, const char *s, size_t n)
     b->data[b->len] = '\0';
 }
 
-void cal_buf_puts(cal_buf *b, const char *s)
-{
-    cal_buf_add(b, s, strlen(s));
-}
+void cal_buf_puts(cal_buf *b, const char *s) { cal_buf_add(b, s, strlen(s)); }
 
 void cal_buf_printf(cal_buf *b, const char *fmt, ...)
 {
@@ -156,7 +147,8 @@ static void temp_name(char *name, uint64_t *state)
     if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        r = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 16);
+        r = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+            ((uint64_t)getpid() << 16);
     }
     /* splitmix64 over the state, so that the fallback differs per try. */
     *state += r + 0x9E3779B97F4A7C15ull;
@@ -231,7 +223,8 @@ int cal_buf_write_file(const cal_buf *b, const char *path)
     uint64_t state = (uint64_t)(uintptr_t)b;
     for (int i = 0; i < TMP_TRIES && fd < 0; i++) {
         temp_name(tmp, &state);
-        fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    0600);
         if (fd < 0 && errno != EEXIST)
             goto fail;
     }
@@ -241,7 +234,8 @@ int cal_buf_write_file(const cal_buf *b, const char *path)
         goto fail_unlink;
     int rc = close(fd);
     fd = -1;
-    if (rc != 0 || check_target(dirfd, base) != 0 || renameat(dirfd, tmp, dirfd, base) != 0)
+    if (rc != 0 || check_target(dirfd, base) != 0 ||
+        renameat(dirfd, tmp, dirfd, base) != 0)
         goto fail_unlink;
     close(dirfd);
     return 0;

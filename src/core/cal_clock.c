@@ -33,10 +33,7 @@ clockid_t cal_clock_thread_base_for_tid(int tid)
     return (clockid_t)((~(unsigned)tid << 3) | CLOCK_PERTHREAD_);
 }
 
-int cal_clock_thread_tid(clockid_t base)
-{
-    return (int)~(base >> 3);
-}
+int cal_clock_thread_tid(clockid_t base) { return (int)~(base >> 3); }
 
 int64_t cal_clock_thread_cpu_sigsafe(clockid_t base)
 {

@@ -45,8 +45,8 @@ int cal_clock_thread_times_sigsafe(clockid_t base, cal_thread_times *out);
 int64_t cal_clock_thread_cpu_sigsafe(clockid_t base);
 
 /* Wait, at most 50 ms, until the thread with kernel id `tid` has left the
-   process; 0 once it has (or for tid <= 0, unknown), -1 at the limit.  pthread_join() returns when
-   the kernel clears the thread's id, a moment before the kernel stops
+   process; 0 once it has (or for tid <= 0, unknown), -1 at the limit.  pthread_join()
+   returns when the kernel clears the thread's id, a moment before the kernel stops
    counting the thread (the count /proc/self/stat shows, which Python 3.12+
    reads to warn about forking with threads); the thread's CPU clock stops
    resolving at the same point as that count drops. */

@@ -61,8 +61,9 @@ typedef struct nv_proc_util {
     unsigned int sm, mem, enc, dec;
 } nv_proc_util;
 
-#define HOLD_NS 200000000LL /* how long a utilisation sample holds, until the period is known */
-#define PROC_ENTRY_MAX 32    /* bytes: the widest process-info entry */
+#define HOLD_NS                                                                        \
+    200000000LL /* how long a utilisation sample holds, until the period is known */
+#define PROC_ENTRY_MAX 32 /* bytes: the widest process-info entry */
 #define MAX_PROCS 4096
 
 typedef struct gpu_dev {
@@ -171,7 +172,8 @@ cal_gpu *cal_gpu_open(const char *lib, char *err, size_t cap)
     g->initial_pid_ns = in_initial_pid_namespace();
 
     static const char *const init_names[] = {"nvmlInit_v2", "nvmlInit", NULL};
-    static const char *const count_names[] = {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount", NULL};
+    static const char *const count_names[] = {"nvmlDeviceGetCount_v2",
+                                              "nvmlDeviceGetCount", NULL};
     static const char *const handle_names[] = {"nvmlDeviceGetHandleByIndex_v2",
                                                "nvmlDeviceGetHandleByIndex", NULL};
     static const char *const shutdown_names[] = {"nvmlShutdown", NULL};
@@ -180,9 +182,11 @@ cal_gpu *cal_gpu_open(const char *lib, char *err, size_t cap)
     nv_ret (*handle)(unsigned, nv_device *) =
         (nv_ret(*)(unsigned, nv_device *))resolve(dl, handle_names, NULL);
     g->shutdown = (nv_ret(*)(void))resolve(dl, shutdown_names, NULL);
-    const char *missing = !init ? "nvmlInit_v2" : !count ? "nvmlDeviceGetCount_v2"
-                        : !handle ? "nvmlDeviceGetHandleByIndex_v2" : !g->shutdown ? "nvmlShutdown"
-                        : NULL;
+    const char *missing = !init          ? "nvmlInit_v2"
+                          : !count       ? "nvmlDeviceGetCount_v2"
+                          : !handle      ? "nvmlDeviceGetHandleByIndex_v2"
+                          : !g->shutdown ? "nvmlShutdown"
+                                         : NULL;
     if (missing) {
         say(err, cap, "libnvidia-ml.so.1 has no %s%s", missing, "");
         dlclose(dl);
@@ -203,15 +207,19 @@ cal_gpu *cal_gpu_open(const char *lib, char *err, size_t cap)
     g->get_name = (nv_ret(*)(nv_device, char *, unsigned))resolve(dl, name, NULL);
     g->memory_info = (nv_ret(*)(nv_device, nv_memory *))resolve(dl, meminfo, NULL);
     g->utilization = (nv_ret(*)(nv_device, nv_utilization *))resolve(dl, util, NULL);
-    g->processes = (nv_ret(*)(nv_device, unsigned *, void *))resolve(dl, procs, &g->processes_name);
+    g->processes = (nv_ret(*)(nv_device, unsigned *, void *))resolve(
+        dl, procs, &g->processes_name);
     g->processes_stride =
-        g->processes && strcmp(g->processes_name, "nvmlDeviceGetComputeRunningProcesses") == 0 ? 16
-                                                                                                : 24;
-    g->process_util =
-        (nv_ret(*)(nv_device, nv_proc_util *, unsigned *, unsigned long long))resolve(dl, putil, NULL);
+        g->processes &&
+                strcmp(g->processes_name, "nvmlDeviceGetComputeRunningProcesses") == 0
+            ? 16
+            : 24;
+    g->process_util = (nv_ret(*)(nv_device, nv_proc_util *, unsigned *,
+                                 unsigned long long))resolve(dl, putil, NULL);
 
     if (!g->memory_info && !g->processes && !g->utilization && !g->process_util) {
-        say(err, cap, "libnvidia-ml.so.1 has neither memory nor utilisation calls%s%s", "", "");
+        say(err, cap, "libnvidia-ml.so.1 has neither memory nor utilisation calls%s%s",
+            "", "");
         dlclose(dl);
         free(g);
         return NULL;
@@ -252,9 +260,11 @@ cal_gpu *cal_gpu_open(const char *lib, char *err, size_t cap)
             break;
         }
         cal_gpu_device *d = &g->info[i];
-        if (!g->get_uuid || g->get_uuid(g->dev[i].handle, d->uuid, sizeof d->uuid) != NV_SUCCESS)
+        if (!g->get_uuid ||
+            g->get_uuid(g->dev[i].handle, d->uuid, sizeof d->uuid) != NV_SUCCESS)
             snprintf(d->uuid, sizeof d->uuid, "GPU-index-%u", i);
-        if (!g->get_name || g->get_name(g->dev[i].handle, d->name, sizeof d->name) != NV_SUCCESS)
+        if (!g->get_name ||
+            g->get_name(g->dev[i].handle, d->name, sizeof d->name) != NV_SUCCESS)
             d->name[0] = 0;
         d->uuid[sizeof d->uuid - 1] = d->name[sizeof d->name - 1] = 0;
         nv_memory m;
@@ -350,8 +360,8 @@ int cal_gpu_entries_plausible(const unsigned char *buf, unsigned n, size_t strid
 /* This process tree's memory on device i.  0, or -1 with the NVML error in
    *rc; *listed says how many processes NVML listed, *matched whether one
    was ours. */
-static int read_processes(cal_gpu *g, int i, int64_t *mine, unsigned *listed, int *matched,
-                          nv_ret *rc)
+static int read_processes(cal_gpu *g, int i, int64_t *mine, unsigned *listed,
+                          int *matched, nv_ret *rc)
 {
     *mine = 0;
     *matched = 0;
@@ -404,7 +414,8 @@ static int read_process_util(cal_gpu *g, int i, int64_t now, double *mine, nv_re
             g->samples_cap = n + 16;
         }
         n = g->samples_cap;
-        *rc = n ? g->process_util(d->handle, g->samples, &n, d->last_seen) : NV_NOT_FOUND;
+        *rc =
+            n ? g->process_util(d->handle, g->samples, &n, d->last_seen) : NV_NOT_FOUND;
     }
     if (*rc == NV_NOT_FOUND) {
         n = 0; /* no sample since the last reading */
@@ -443,7 +454,8 @@ static int read_process_util(cal_gpu *g, int i, int64_t now, double *mine, nv_re
     if (any) {
         if (d->ours_ts && newest > d->ours_ts) {
             int64_t period = (int64_t)(newest - d->ours_ts) * 1000;
-            if (period >= 10000000 && period <= 2000000000 && /* 10 ms to 2 s: plausible */
+            if (period >= 10000000 &&
+                period <= 2000000000 && /* 10 ms to 2 s: plausible */
                 (!d->hold_ns || period + period / 2 < d->hold_ns))
                 d->hold_ns = period + period / 2;
         }
@@ -473,17 +485,19 @@ int cal_gpu_read(cal_gpu *g, cal_gpu_reading *out, char *err, size_t cap)
             int matched = 0;
             if (read_processes(g, i, &mem, &listed, &matched, &rc) != 0) {
                 if (rc == NV_NOT_SUPPORTED || rc == NV_NO_PERMISSION)
-                    fall_back(g, &g->per_process_memory,
-                              "GPU memory is the whole device's: the driver does not list "
-                              "processes here");
+                    fall_back(
+                        g, &g->per_process_memory,
+                        "GPU memory is the whole device's: the driver does not list "
+                        "processes here");
                 else {
                     say(err, cap, "%s failed: %s", g->processes_name, nv_error(g, rc));
                     return -1;
                 }
             } else if (!matched && listed && !g->initial_pid_ns) {
-                fall_back(g, &g->per_process_memory,
-                          "GPU figures are the whole device's: in this PID namespace (a "
-                          "container) NVML reports host process IDs");
+                fall_back(
+                    g, &g->per_process_memory,
+                    "GPU figures are the whole device's: in this PID namespace (a "
+                    "container) NVML reports host process IDs");
                 fall_back(g, &g->per_process_util, "");
             }
         }
@@ -491,26 +505,29 @@ int cal_gpu_read(cal_gpu *g, cal_gpu_reading *out, char *err, size_t cap)
             nv_memory m;
             rc = g->memory_info(g->dev[i].handle, &m);
             if (rc != NV_SUCCESS) {
-                say(err, cap, "nvmlDeviceGetMemoryInfo failed: %s%s", nv_error(g, rc), "");
+                say(err, cap, "nvmlDeviceGetMemoryInfo failed: %s%s", nv_error(g, rc),
+                    "");
                 return -1;
             }
             mem = (int64_t)m.used;
         }
-        if (g->per_process_util &&
-            read_process_util(g, i, now, &util, &rc) != 0) {
+        if (g->per_process_util && read_process_util(g, i, now, &util, &rc) != 0) {
             if (rc != NV_NOT_SUPPORTED && rc != NV_NO_PERMISSION) {
-                say(err, cap, "nvmlDeviceGetProcessUtilization failed: %s%s", nv_error(g, rc), "");
+                say(err, cap, "nvmlDeviceGetProcessUtilization failed: %s%s",
+                    nv_error(g, rc), "");
                 return -1;
             }
             fall_back(g, &g->per_process_util,
-                      "GPU utilisation is the whole device's: the driver keeps no per-process "
+                      "GPU utilisation is the whole device's: the driver keeps no "
+                      "per-process "
                       "samples here");
         }
         if (!g->per_process_util && g->utilization) {
             nv_utilization u;
             rc = g->utilization(g->dev[i].handle, &u);
             if (rc != NV_SUCCESS) {
-                say(err, cap, "nvmlDeviceGetUtilizationRates failed: %s%s", nv_error(g, rc), "");
+                say(err, cap, "nvmlDeviceGetUtilizationRates failed: %s%s",
+                    nv_error(g, rc), "");
                 return -1;
             }
             util = u.gpu;
@@ -518,7 +535,8 @@ int cal_gpu_read(cal_gpu *g, cal_gpu_reading *out, char *err, size_t cap)
         out->dev_util[i] = util;
         out->dev_memory[i] = mem;
         /* In use: ours (per process), or every device (device-wide). */
-        int used = g->per_process_util || g->per_process_memory ? mem > 0 || util > 0 : 1;
+        int used =
+            g->per_process_util || g->per_process_memory ? mem > 0 || util > 0 : 1;
         if (used) {
             in_use++;
             util_sum += util;

@@ -32,12 +32,23 @@ static void add_escaped_html(cal_buf *out, const char *s)
             continue;
         }
         switch (*s) {
-        case '<': cal_buf_puts(out, "&lt;"); break;
-        case '>': cal_buf_puts(out, "&gt;"); break;
-        case '&': cal_buf_puts(out, "&amp;"); break;
-        case '"': cal_buf_puts(out, "&quot;"); break;
-        case '\'': cal_buf_puts(out, "&#39;"); break;
-        default: cal_buf_add(out, s, 1);
+        case '<':
+            cal_buf_puts(out, "&lt;");
+            break;
+        case '>':
+            cal_buf_puts(out, "&gt;");
+            break;
+        case '&':
+            cal_buf_puts(out, "&amp;");
+            break;
+        case '"':
+            cal_buf_puts(out, "&quot;");
+            break;
+        case '\'':
+            cal_buf_puts(out, "&#39;");
+            break;
+        default:
+            cal_buf_add(out, s, 1);
         }
     }
 }

@@ -62,22 +62,10 @@ void cal_json_flat(cal_json *j)
         j->flat_depth = j->depth + 1;
 }
 
-void cal_json_object_begin(cal_json *j)
-{
-    open_(j, "{");
-}
-void cal_json_object_end(cal_json *j)
-{
-    close_(j, "}");
-}
-void cal_json_array_begin(cal_json *j)
-{
-    open_(j, "[");
-}
-void cal_json_array_end(cal_json *j)
-{
-    close_(j, "]");
-}
+void cal_json_object_begin(cal_json *j) { open_(j, "{"); }
+void cal_json_object_end(cal_json *j) { close_(j, "}"); }
+void cal_json_array_begin(cal_json *j) { open_(j, "["); }
+void cal_json_array_end(cal_json *j) { close_(j, "]"); }
 
 void cal_json_key(cal_json *j, const char *key)
 {
@@ -125,10 +113,17 @@ void cal_json_escape(cal_buf *out, const char *str)
             s++;
         } else if (c < 0x20) {
             switch (c) {
-            case '\n': cal_buf_puts(out, "\\n"); break;
-            case '\r': cal_buf_puts(out, "\\r"); break;
-            case '\t': cal_buf_puts(out, "\\t"); break;
-            default: cal_buf_printf(out, "\\u%04x", c);
+            case '\n':
+                cal_buf_puts(out, "\\n");
+                break;
+            case '\r':
+                cal_buf_puts(out, "\\r");
+                break;
+            case '\t':
+                cal_buf_puts(out, "\\t");
+                break;
+            default:
+                cal_buf_printf(out, "\\u%04x", c);
             }
             s++;
         } else if (c < 0x80) {
@@ -184,7 +179,8 @@ void cal_json_seconds(cal_json *j, int64_t ns)
     uint64_t us = (uint64_t)(neg ? -ns : ns);
     us = (us + 500) / 1000;
     cal_buf_printf(j->out, "%s%llu.%06llu", neg && us ? "-" : "",
-                   (unsigned long long)(us / 1000000), (unsigned long long)(us % 1000000));
+                   (unsigned long long)(us / 1000000),
+                   (unsigned long long)(us % 1000000));
 }
 
 void cal_json_fixed(cal_json *j, double v, int decimals)

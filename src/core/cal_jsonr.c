@@ -77,8 +77,8 @@ static int fail(parser *ps, const char *fmt, ...)
 
 static void skip_ws(parser *ps)
 {
-    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' ||
-                               *ps->p == '\r'))
+    while (ps->p < ps->end &&
+           (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
         ps->p++;
 }
 
@@ -91,10 +91,7 @@ static int literal(parser *ps, const char *word)
     return 0;
 }
 
-static int is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 /* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?  Up to 19 significant
    digits exactly, the rest by their scale: plenty for a report. */
@@ -152,7 +149,8 @@ static int number(parser *ps, double *out)
     }
     double v = (double)mant;
     if (mant && scale)
-        v = scale < -300 ? v * pow(10.0, (double)scale + 300) * 1e-300 : v * pow(10.0, (double)scale);
+        v = scale < -300 ? v * pow(10.0, (double)scale + 300) * 1e-300
+                         : v * pow(10.0, (double)scale);
     if (!isfinite(v))
         return fail(ps, "number out of range");
     ps->p = p;
@@ -277,14 +275,30 @@ static int string(parser *ps, const char **out, size_t *outlen)
         }
         p++;
         switch (*p) {
-        case '"': d[n++] = '"'; break;
-        case '\\': d[n++] = '\\'; break;
-        case '/': d[n++] = '/'; break;
-        case 'b': d[n++] = '\b'; break;
-        case 'f': d[n++] = '\f'; break;
-        case 'n': d[n++] = '\n'; break;
-        case 'r': d[n++] = '\r'; break;
-        case 't': d[n++] = '\t'; break;
+        case '"':
+            d[n++] = '"';
+            break;
+        case '\\':
+            d[n++] = '\\';
+            break;
+        case '/':
+            d[n++] = '/';
+            break;
+        case 'b':
+            d[n++] = '\b';
+            break;
+        case 'f':
+            d[n++] = '\f';
+            break;
+        case 'n':
+            d[n++] = '\n';
+            break;
+        case 'r':
+            d[n++] = '\r';
+            break;
+        case 't':
+            d[n++] = '\t';
+            break;
         case 'u': {
             unsigned cp, lo;
             if (hex4(p + 1, q, &cp) != 0) {
@@ -292,8 +306,9 @@ static int string(parser *ps, const char **out, size_t *outlen)
                 return fail(ps, "invalid \\u escape");
             }
             p += 4;
-            if (cp >= 0xD800 && cp <= 0xDBFF && q - p >= 7 && p[1] == '\\' && p[2] == 'u' &&
-                hex4(p + 3, q, &lo) == 0 && lo >= 0xDC00 && lo <= 0xDFFF) {
+            if (cp >= 0xD800 && cp <= 0xDBFF && q - p >= 7 && p[1] == '\\' &&
+                p[2] == 'u' && hex4(p + 3, q, &lo) == 0 && lo >= 0xDC00 &&
+                lo <= 0xDFFF) {
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 p += 6;
             } else if (cp >= 0xD800 && cp <= 0xDFFF) {
@@ -565,10 +580,7 @@ int cal_jv_bool(const cal_jv *v, int dflt)
     return v && v->type == CAL_JBOOL ? v->u.boolean : dflt;
 }
 
-int cal_jv_is(const cal_jv *v, cal_jtype t)
-{
-    return v && v->type == t;
-}
+int cal_jv_is(const cal_jv *v, cal_jtype t) { return v && v->type == t; }
 
 double cal_jv_getnum(const cal_jv *obj, const char *key, double dflt)
 {

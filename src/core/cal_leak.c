@@ -64,7 +64,8 @@ static int is_leak(const cal_profile *p, const cal_line_stat *ls)
 
 static double leak_rate(const cal_line_stat *ls)
 {
-    double r = ls->live_series ? cal_series_slope(ls->live_series->p, ls->live_series->n) : 0;
+    double r =
+        ls->live_series ? cal_series_slope(ls->live_series->p, ls->live_series->n) : 0;
     return r > 0 ? r : 0;
 }
 
@@ -104,7 +105,8 @@ cal_leak *cal_leak_collect(const cal_profile *p, size_t *n)
     *n = 0;
     if (!mem->enabled)
         return NULL;
-    cal_leak *v = malloc((cal_profile_nleaks(p) + (mem->leaks_settled ? 0 : nl) + 1) * sizeof(*v));
+    cal_leak *v = malloc((cal_profile_nleaks(p) + (mem->leaks_settled ? 0 : nl) + 1) *
+                         sizeof(*v));
     if (!v)
         return NULL;
     for (size_t i = 0; i < cal_profile_nleaks(p); i++)
@@ -115,4 +117,3 @@ cal_leak *cal_leak_collect(const cal_profile *p, size_t *n)
     *n = k;
     return v;
 }
-

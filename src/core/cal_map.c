@@ -4,10 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cal_map_init(cal_map *m)
-{
-    memset(m, 0, sizeof(*m));
-}
+void cal_map_init(cal_map *m) { memset(m, 0, sizeof(*m)); }
 
 void cal_map_clear(cal_map *m)
 {

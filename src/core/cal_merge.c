@@ -91,7 +91,8 @@ static double value_at(const cal_point *pts, size_t n, int64_t t)
 
 /* A JSON timeline ([[seconds, bytes], ...]) shifted by offset, into pts
    (cap points); returns the count. */
-static size_t points_of(const cal_jv *timeline, int64_t offset, cal_point *pts, size_t cap)
+static size_t points_of(const cal_jv *timeline, int64_t offset, cal_point *pts,
+                        size_t cap)
 {
     size_t n = 0;
     for (size_t i = 0; i < cal_jv_len(timeline) && n < cap; i++) {
@@ -173,7 +174,8 @@ static uint32_t line_ref(cal_profile *p, const cal_jv *ref)
     /* An existing line keeps its function; a new one gets none. */
     int32_t line = (int32_t)int_of(ref, "line");
     uint32_t li = cal_profile_line_find(p, file, line);
-    return li != CAL_PROFILE_NONE ? li : cal_profile_line(p, file, line, CAL_PROFILE_NONE);
+    return li != CAL_PROFILE_NONE ? li
+                                  : cal_profile_line(p, file, line, CAL_PROFILE_NONE);
 }
 
 /* The function of a file's line: the one named `name` whose first line is
@@ -189,29 +191,34 @@ static uint32_t line_function(cal_profile *p, uint32_t file, const cal_jv *funcs
         if (strcmp(cal_jv_getstr(f, "name", ""), name) != 0)
             continue;
         int64_t first = int_of(f, "line");
-        if (!best || (first <= line && (int_of(best, "line") > line || first > int_of(best, "line"))))
+        if (!best || (first <= line &&
+                      (int_of(best, "line") > line || first > int_of(best, "line"))))
             best = f;
     }
     uint32_t sname = string_of(p, name);
     if (sname == CAL_PROFILE_NONE)
         return CAL_PROFILE_NONE;
-    return cal_profile_function(p, file, sname, best ? (int32_t)int_of(best, "line") : line);
+    return cal_profile_function(p, file, sname,
+                                best ? (int32_t)int_of(best, "line") : line);
 }
 
-static int merge_line(cal_profile *p, uint32_t file, const cal_jv *funcs, const cal_jv *l,
-                      const uint32_t *procs, size_t nprocs, int64_t offset, int memory)
+static int merge_line(cal_profile *p, uint32_t file, const cal_jv *funcs,
+                      const cal_jv *l, const uint32_t *procs, size_t nprocs,
+                      int64_t offset, int memory)
 {
     int32_t line = (int32_t)int_of(l, "line");
-    uint32_t func = line_function(p, file, funcs, cal_jv_getstr(l, "function", NULL),
-                                  line);
+    uint32_t func =
+        line_function(p, file, funcs, cal_jv_getstr(l, "function", NULL), line);
     uint32_t li = cal_profile_line(p, file, line, func);
     cal_line_stat *ls = cal_profile_line_mut(p, li);
     if (!ls)
         return -1;
-    if (ls->nprocs == 0 && (ls->t.samples || cal_times_all(&ls->t) || ls->mem.vol.samples)) {
+    if (ls->nprocs == 0 &&
+        (ls->t.samples || cal_times_all(&ls->t) || ls->mem.vol.samples)) {
         /* Its first merge: what it holds so far is process 0's. */
         if (cal_profile_line_proc_add(p, li, 0, cal_times_all(&ls->t),
-                                      ls->mem.vol.alloc_python + ls->mem.vol.alloc_native) != 0)
+                                      ls->mem.vol.alloc_python +
+                                          ls->mem.vol.alloc_native) != 0)
             return -1;
         ls = cal_profile_line_mut(p, li);
     }
@@ -227,7 +234,8 @@ static int merge_line(cal_profile *p, uint32_t file, const cal_jv *funcs, const 
         int64_t peak = int_of(m, "live_peak_bytes");
         if (peak > ls->mem.live_peak)
             ls->mem.live_peak = peak;
-        ls->mem.footprint_sum += cal_jv_getnum(m, "footprint_avg_bytes", 0) * (double)t.samples;
+        ls->mem.footprint_sum +=
+            cal_jv_getnum(m, "footprint_avg_bytes", 0) * (double)t.samples;
         ls->mem.footprint_n += t.samples;
         int64_t fpeak = int_of(m, "footprint_peak_bytes");
         if (fpeak > ls->mem.footprint_peak)
@@ -278,9 +286,10 @@ static int merge_files(cal_profile *p, const cal_jv *files, const uint32_t *proc
         for (size_t k = 0; k < cal_jv_len(funcs); k++) {
             const cal_jv *fn = cal_jv_at(funcs, k);
             uint32_t name = string_of(p, cal_jv_getstr(fn, "name", "?"));
-            uint32_t fi = name == CAL_PROFILE_NONE
-                              ? CAL_PROFILE_NONE
-                              : cal_profile_function(p, file, name, (int32_t)int_of(fn, "line"));
+            uint32_t fi =
+                name == CAL_PROFILE_NONE
+                    ? CAL_PROFILE_NONE
+                    : cal_profile_function(p, file, name, (int32_t)int_of(fn, "line"));
             cal_func_stat *fs = cal_profile_func_mut(p, fi);
             if (!fs)
                 return -1;
@@ -297,7 +306,8 @@ static int merge_files(cal_profile *p, const cal_jv *files, const uint32_t *proc
         }
         const cal_jv *lines = cal_jv_get(f, "lines");
         for (size_t k = 0; k < cal_jv_len(lines); k++)
-            if (merge_line(p, file, funcs, cal_jv_at(lines, k), procs, nprocs, offset, memory) != 0)
+            if (merge_line(p, file, funcs, cal_jv_at(lines, k), procs, nprocs, offset,
+                           memory) != 0)
                 return -1;
     }
     return 0;
@@ -311,9 +321,9 @@ static int merge_threads(cal_profile *p, const cal_jv *threads, const uint32_t *
         size_t pi = (size_t)cal_jv_getnum(th, "process", 0);
         if (pi >= nprocs)
             pi = 0;
-        uint32_t ti = cal_profile_thread_in(p, procs[pi], (uint64_t)cal_jv_getnum(th, "ident", 0),
-                                            (int32_t)int_of(th, "tid"),
-                                            cal_jv_bool(cal_jv_get(th, "main"), 0));
+        uint32_t ti = cal_profile_thread_in(
+            p, procs[pi], (uint64_t)cal_jv_getnum(th, "ident", 0),
+            (int32_t)int_of(th, "tid"), cal_jv_bool(cal_jv_get(th, "main"), 0));
         if (ti == CAL_PROFILE_NONE)
             return -1;
         const char *name = cal_jv_getstr(th, "name", NULL);
@@ -329,7 +339,8 @@ static int merge_threads(cal_profile *p, const cal_jv *threads, const uint32_t *
     return 0;
 }
 
-static void merge_memory(cal_profile *p, const cal_jv *m, int64_t offset, int64_t *best_peak)
+static void merge_memory(cal_profile *p, const cal_jv *m, int64_t offset,
+                         int64_t *best_peak)
 {
     cal_memory *mem = cal_profile_memory(p);
     mem->alloc_python += int_of(m, "allocated_python_bytes");
@@ -346,14 +357,16 @@ static void merge_memory(cal_profile *p, const cal_jv *m, int64_t offset, int64_
     if (own > *best_peak) {
         /* The peak's line and Python share: the biggest process's. */
         *best_peak = own;
-        mem->peak_python = llround((double)mem->peak * cal_jv_getnum(m, "peak_python_fraction", 0));
+        mem->peak_python =
+            llround((double)mem->peak * cal_jv_getnum(m, "peak_python_fraction", 0));
         uint32_t li = line_ref(p, cal_jv_get(m, "peak_line"));
         if (li != CAL_PROFILE_NONE)
             mem->peak_line = li;
     }
 }
 
-static int merge_leaks(cal_profile *p, const cal_jv *leaks, const uint32_t *procs, size_t nprocs)
+static int merge_leaks(cal_profile *p, const cal_jv *leaks, const uint32_t *procs,
+                       size_t nprocs)
 {
     for (size_t i = 0; i < cal_jv_len(leaks); i++) {
         const cal_jv *l = cal_jv_at(leaks, i);
@@ -374,8 +387,8 @@ static int merge_leaks(cal_profile *p, const cal_jv *leaks, const uint32_t *proc
 }
 
 /* The child's processes become new processes of p; procs maps them. */
-static int add_processes(cal_profile *p, const cal_jv *root, int64_t offset, uint32_t *procs,
-                         size_t nprocs)
+static int add_processes(cal_profile *p, const cal_jv *root, int64_t offset,
+                         uint32_t *procs, size_t nprocs)
 {
     const cal_jv *list = cal_jv_get(root, "processes");
     const cal_jv *prog = cal_jv_get(root, "program");
@@ -389,7 +402,8 @@ static int add_processes(cal_profile *p, const cal_jv *root, int64_t offset, uin
         dst->pid = pr ? int_of(pr, "pid") : int_of(prog, "pid");
         dst->ppid = int_of(pr, "ppid");
         dst->start_ns = offset + ns_of(pr, "start_s");
-        dst->wall_ns = pr ? ns_of(pr, "wall_s") : ns_of(cal_jv_get(root, "summary"), "wall_s");
+        dst->wall_ns =
+            pr ? ns_of(pr, "wall_s") : ns_of(cal_jv_get(root, "summary"), "wall_s");
         const char *end = cal_jv_getstr(pr, "end", NULL);
         dst->end = end ? string_of(p, end) : CAL_PROFILE_NONE;
         dst->signal = (int32_t)int_of(pr, "signal");
@@ -412,7 +426,8 @@ static int add_processes(cal_profile *p, const cal_jv *root, int64_t offset, uin
     return 0;
 }
 
-int cal_merge_add(cal_profile *p, const cal_jv *root, double start_unix, char *err, size_t cap)
+int cal_merge_add(cal_profile *p, const cal_jv *root, double start_unix, char *err,
+                  size_t cap)
 {
     /* The check the renderers rely on: each member read below has its type,
        and a number its range, so no conversion below is out of range. */
@@ -422,7 +437,8 @@ int cal_merge_add(cal_profile *p, const cal_jv *root, double start_unix, char *e
     cal_process *p0 = cal_profile_process_mut(p, 0);
     if (cal_profile_nprocesses(p) == 1 && cal_profile_memory_at(p)->enabled)
         p0->peak = cal_profile_memory_at(p)->peak; /* before the sums raise it */
-    double child_start = cal_jv_getnum(cal_jv_get(root, "program"), "start_time_unix", start_unix);
+    double child_start =
+        cal_jv_getnum(cal_jv_get(root, "program"), "start_time_unix", start_unix);
     int64_t offset = llround((child_start - start_unix) * 1e9);
     size_t nprocs = cal_jv_len(cal_jv_get(root, "processes"));
     if (nprocs == 0)

@@ -20,6 +20,7 @@
    child's timelines are shifted by the difference.  On success return 0;
    on error (not a profile, memory ran out part way) return -1 and write a
    reason into err (cap bytes); p then holds whatever was added. */
-int cal_merge_add(cal_profile *p, const cal_jv *root, double start_unix, char *err, size_t cap);
+int cal_merge_add(cal_profile *p, const cal_jv *root, double start_unix, char *err,
+                  size_t cap);
 
 #endif

@@ -12,16 +12,16 @@ typedef struct vec {
 } vec;
 
 struct cal_profile {
-    vec strings;   /* char * */
+    vec strings;          /* char * */
     cal_map string_index; /* hash -> string id */
-    vec lines;     /* cal_line_stat */
+    vec lines;            /* cal_line_stat */
     cal_map line_index;   /* (file << 32 | line) -> index */
-    vec funcs;     /* cal_func_stat */
+    vec funcs;            /* cal_func_stat */
     cal_map func_index;   /* hash(file, name, first_line) -> index */
-    vec threads;   /* cal_thread_stat */
+    vec threads;          /* cal_thread_stat */
     cal_map thread_index; /* hash(process, ident, tid) -> index */
-    vec processes; /* cal_process */
-    vec leaks;     /* cal_leak */
+    vec processes;        /* cal_process */
+    vec leaks;            /* cal_leak */
     int64_t wall_ns;
     int64_t paused_ns; /* of it, with profiling switched off */
     cal_memory memory;
@@ -44,10 +44,7 @@ static void *vec_push(vec *v)
     return slot;
 }
 
-static void *vec_at(const vec *v, size_t i)
-{
-    return (char *)v->data + i * v->elem;
-}
+static void *vec_at(const vec *v, size_t i) { return (char *)v->data + i * v->elem; }
 
 cal_profile *cal_profile_new(void)
 {
@@ -161,12 +158,13 @@ static uint64_t thread_key(uint32_t process, uint64_t ident, int32_t tid)
     return cal_hash_u64(ident ^ cal_hash_u64(process)) ^ (uint64_t)(uint32_t)tid;
 }
 
-static uint32_t thread_find(const cal_profile *p, uint32_t process, uint64_t ident, int32_t tid)
+static uint32_t thread_find(const cal_profile *p, uint32_t process, uint64_t ident,
+                            int32_t tid)
 {
     size_t cursor = 0;
     uint32_t id;
-    while ((id = cal_map_find(&p->thread_index, thread_key(process, ident, tid), &cursor)) !=
-           CAL_MAP_NONE) {
+    while ((id = cal_map_find(&p->thread_index, thread_key(process, ident, tid),
+                              &cursor)) != CAL_MAP_NONE) {
         const cal_thread_stat *t = vec_at(&p->threads, id);
         if (t->ident == ident && t->tid == tid && t->process == process)
             return id;
@@ -179,8 +177,8 @@ uint32_t cal_profile_thread(cal_profile *p, uint64_t ident, int32_t tid, int is_
     return cal_profile_thread_in(p, 0, ident, tid, is_main);
 }
 
-uint32_t cal_profile_thread_in(cal_profile *p, uint32_t process, uint64_t ident, int32_t tid,
-                               int is_main)
+uint32_t cal_profile_thread_in(cal_profile *p, uint32_t process, uint64_t ident,
+                               int32_t tid, int is_main)
 {
     uint64_t h = thread_key(process, ident, tid);
     uint32_t id = thread_find(p, process, ident, tid);
@@ -242,10 +240,7 @@ int64_t cal_times_cpu(const cal_times *t)
     return t->python_ns + t->native_ns + t->system_ns;
 }
 
-int64_t cal_times_all(const cal_times *t)
-{
-    return cal_times_cpu(t) + t->waiting_ns;
-}
+int64_t cal_times_all(const cal_times *t) { return cal_times_cpu(t) + t->waiting_ns; }
 
 int cal_profile_add_sample(cal_profile *p, uint32_t thread, uint32_t file, int32_t line,
                            uint32_t func, const cal_times *t)
@@ -334,25 +329,13 @@ int cal_profile_line_series_add(cal_profile *p, uint32_t i, int64_t t, int64_t l
     return 0;
 }
 
-cal_memory *cal_profile_memory(cal_profile *p)
-{
-    return &p->memory;
-}
+cal_memory *cal_profile_memory(cal_profile *p) { return &p->memory; }
 
-const cal_memory *cal_profile_memory_at(const cal_profile *p)
-{
-    return &p->memory;
-}
+const cal_memory *cal_profile_memory_at(const cal_profile *p) { return &p->memory; }
 
-cal_gpu_summary *cal_profile_gpu(cal_profile *p)
-{
-    return &p->gpu;
-}
+cal_gpu_summary *cal_profile_gpu(cal_profile *p) { return &p->gpu; }
 
-const cal_gpu_summary *cal_profile_gpu_at(const cal_profile *p)
-{
-    return &p->gpu;
-}
+const cal_gpu_summary *cal_profile_gpu_at(const cal_profile *p) { return &p->gpu; }
 
 void cal_profile_add_func_total(cal_profile *p, uint32_t func, const cal_times *t)
 {
@@ -360,46 +343,28 @@ void cal_profile_add_func_total(cal_profile *p, uint32_t func, const cal_times *
         cal_times_add(&((cal_func_stat *)vec_at(&p->funcs, func))->total, t);
 }
 
-void cal_profile_set_wall(cal_profile *p, int64_t wall_ns)
-{
-    p->wall_ns = wall_ns;
-}
+void cal_profile_set_wall(cal_profile *p, int64_t wall_ns) { p->wall_ns = wall_ns; }
 
 void cal_profile_set_paused(cal_profile *p, int64_t paused_ns)
 {
     p->paused_ns = paused_ns;
 }
 
-int64_t cal_profile_paused(const cal_profile *p)
-{
-    return p->paused_ns;
-}
+int64_t cal_profile_paused(const cal_profile *p) { return p->paused_ns; }
 
-int64_t cal_profile_wall(const cal_profile *p)
-{
-    return p->wall_ns;
-}
+int64_t cal_profile_wall(const cal_profile *p) { return p->wall_ns; }
 
-size_t cal_profile_nlines(const cal_profile *p)
-{
-    return p->lines.len;
-}
+size_t cal_profile_nlines(const cal_profile *p) { return p->lines.len; }
 const cal_line_stat *cal_profile_line_at(const cal_profile *p, size_t i)
 {
     return vec_at(&p->lines, i);
 }
-size_t cal_profile_nfuncs(const cal_profile *p)
-{
-    return p->funcs.len;
-}
+size_t cal_profile_nfuncs(const cal_profile *p) { return p->funcs.len; }
 const cal_func_stat *cal_profile_func_at(const cal_profile *p, size_t i)
 {
     return vec_at(&p->funcs, i);
 }
-size_t cal_profile_nthreads(const cal_profile *p)
-{
-    return p->threads.len;
-}
+size_t cal_profile_nthreads(const cal_profile *p) { return p->threads.len; }
 const cal_thread_stat *cal_profile_thread_at(const cal_profile *p, size_t i)
 {
     return vec_at(&p->threads, i);
@@ -407,10 +372,7 @@ const cal_thread_stat *cal_profile_thread_at(const cal_profile *p, size_t i)
 
 /* ---- processes, and what merging adds -------------------------------- */
 
-size_t cal_profile_nprocesses(const cal_profile *p)
-{
-    return p->processes.len;
-}
+size_t cal_profile_nprocesses(const cal_profile *p) { return p->processes.len; }
 
 const cal_process *cal_profile_process_at(const cal_profile *p, size_t i)
 {
@@ -432,7 +394,8 @@ uint32_t cal_profile_process_add(cal_profile *p)
     return (uint32_t)(p->processes.len - 1);
 }
 
-int cal_profile_process_set_argv(cal_profile *p, size_t i, const char *const *argv, size_t argc)
+int cal_profile_process_set_argv(cal_profile *p, size_t i, const char *const *argv,
+                                 size_t argc)
 {
     cal_process *pr = cal_profile_process_mut(p, i);
     if (!pr)
@@ -453,8 +416,8 @@ int cal_profile_process_set_argv(cal_profile *p, size_t i, const char *const *ar
     return 0;
 }
 
-int cal_profile_line_proc_add(cal_profile *p, uint32_t line, uint32_t process, int64_t ns,
-                              int64_t alloc)
+int cal_profile_line_proc_add(cal_profile *p, uint32_t line, uint32_t process,
+                              int64_t ns, int64_t alloc)
 {
     cal_line_stat *ls = cal_profile_line_mut(p, line);
     if (!ls)
@@ -482,10 +445,7 @@ int cal_profile_leak_add(cal_profile *p, const cal_leak *leak)
     return 0;
 }
 
-size_t cal_profile_nleaks(const cal_profile *p)
-{
-    return p->leaks.len;
-}
+size_t cal_profile_nleaks(const cal_profile *p) { return p->leaks.len; }
 
 const cal_leak *cal_profile_leak_at(const cal_profile *p, size_t i)
 {

@@ -80,8 +80,8 @@ typedef struct cal_line_stat {
 } cal_line_stat;
 
 typedef struct cal_func_stat {
-    uint32_t file;  /* string id of the path */
-    uint32_t name;  /* string id of the qualified name */
+    uint32_t file; /* string id of the path */
+    uint32_t name; /* string id of the qualified name */
     int32_t first_line;
     cal_times self;
     cal_times total;
@@ -94,14 +94,14 @@ typedef struct cal_func_stat {
    extension derived).  enabled == 0 when memory was not profiled. */
 typedef struct cal_memory {
     int enabled;
-    int64_t alloc_mean, copy_mean, threshold; /* the sampling settings */
+    int64_t alloc_mean, copy_mean, threshold;   /* the sampling settings */
     int64_t alloc_python, alloc_native, copied; /* exact totals during the run */
-    int64_t peak, peak_python;  /* highest footprint, and its Python part */
-    uint32_t peak_line;         /* line index that reached it, or NONE */
+    int64_t peak, peak_python; /* highest footprint, and its Python part */
+    uint32_t peak_line;        /* line index that reached it, or NONE */
     int64_t end_live, end_python;
     int64_t samples, dropped;
-    cal_series footprint;       /* the footprint over time */
-    int leaks_settled;          /* process 0's leaks are in the leak list */
+    cal_series footprint; /* the footprint over time */
+    int leaks_settled;    /* process 0's leaks are in the leak list */
 } cal_memory;
 
 /* The run's GPUs (NVML, cal_gpu.h).  state: CAL_GPU_OFF when there was
@@ -114,56 +114,56 @@ enum { CAL_GPU_OFF = 0, CAL_GPU_ON = 1, CAL_GPU_UNAVAILABLE = 2 };
 typedef struct cal_gpu_dev_stat {
     uint32_t uuid, name; /* string ids */
     int64_t memory_total;
-    double util_sum;     /* percent, over the readings */
+    double util_sum; /* percent, over the readings */
     int64_t n;
     int64_t memory_peak; /* the run's (or the device's) highest */
 } cal_gpu_dev_stat;
 
 typedef struct cal_gpu_summary {
     int state;
-    uint32_t reason;          /* string id, or CAL_PROFILE_NONE */
-    int64_t stopped_at;       /* ns from the start when an error stopped it, or -1 */
-    int per_process_util;     /* 1: the run's own figures; 0: the devices' */
+    uint32_t reason;      /* string id, or CAL_PROFILE_NONE */
+    int64_t stopped_at;   /* ns from the start when an error stopped it, or -1 */
+    int per_process_util; /* 1: the run's own figures; 0: the devices' */
     int per_process_memory;
-    uint32_t fallback;        /* string id: why a figure is the device's, or NONE */
+    uint32_t fallback; /* string id: why a figure is the device's, or NONE */
     int ndevices;
     cal_gpu_dev_stat dev[CAL_PROFILE_GPUS];
     double util_sum, memory_sum; /* over the readings */
     int64_t n;
     int64_t memory_peak;
-    cal_series memory;        /* GPU memory over time */
+    cal_series memory; /* GPU memory over time */
 } cal_gpu_summary;
 
 typedef struct cal_thread_stat {
     uint32_t process; /* index in the profile's processes (0: this one) */
-    uint64_t ident; /* threading.get_ident() */
-    int32_t tid;    /* kernel thread id */
+    uint64_t ident;   /* threading.get_ident() */
+    int32_t tid;      /* kernel thread id */
     int is_main;
-    uint32_t name;  /* string id, or CAL_PROFILE_NONE */
-    cal_times t;             /* everything this thread did */
-    cal_times unattributed;  /* ... of which no profiled line was on the stack */
+    uint32_t name;          /* string id, or CAL_PROFILE_NONE */
+    cal_times t;            /* everything this thread did */
+    cal_times unattributed; /* ... of which no profiled line was on the stack */
 } cal_thread_stat;
 
 /* A process of the run.  Process 0 is the one that owns the profile;
    the others are its descendants, merged in at the end (cal_merge.h). */
 typedef struct cal_process {
     int64_t pid, ppid;
-    uint32_t *argv;       /* string ids */
+    uint32_t *argv; /* string ids */
     size_t argc;
-    int64_t start_ns;     /* when its profiling started, from process 0's start */
-    int64_t wall_ns;      /* how long it was profiled */
-    uint32_t end;         /* string id: how it ended ("exit", "os._exit", "signal",
-                             "exec"), or CAL_PROFILE_NONE */
-    int32_t signal;       /* the signal that ended it, or 0 */
-    int forked;           /* started by fork() without exec */
-    int64_t inherited;    /* bytes live at the fork, left out of its footprint */
-    int64_t peak;         /* its highest footprint, or -1 (memory not profiled) */
+    int64_t start_ns;  /* when its profiling started, from process 0's start */
+    int64_t wall_ns;   /* how long it was profiled */
+    uint32_t end;      /* string id: how it ended ("exit", "os._exit", "signal",
+                          "exec"), or CAL_PROFILE_NONE */
+    int32_t signal;    /* the signal that ended it, or 0 */
+    int forked;        /* started by fork() without exec */
+    int64_t inherited; /* bytes live at the fork, left out of its footprint */
+    int64_t peak;      /* its highest footprint, or -1 (memory not profiled) */
 } cal_process;
 
 /* A leak found within a merged process (cal_merge.h): the line and the
    detector's figures as that process reported them. */
 typedef struct cal_leak {
-    uint32_t line;    /* line index */
+    uint32_t line; /* line index */
     uint32_t process;
     double likelihood, rate;
     int64_t live_end, watched, freed;
@@ -189,8 +189,8 @@ uint32_t cal_profile_function(cal_profile *p, uint32_t file, uint32_t name,
    one: a C thread that worked before it first called into Python. */
 uint32_t cal_profile_thread(cal_profile *p, uint64_t ident, int32_t tid, int is_main);
 /* The same in a given process. */
-uint32_t cal_profile_thread_in(cal_profile *p, uint32_t process, uint64_t ident, int32_t tid,
-                               int is_main);
+uint32_t cal_profile_thread_in(cal_profile *p, uint32_t process, uint64_t ident,
+                               int32_t tid, int is_main);
 
 /* The processes.  A new profile has one, process 0, zeroed but for
    end = CAL_PROFILE_NONE and peak = -1. */
@@ -200,11 +200,12 @@ cal_process *cal_profile_process_mut(cal_profile *p, size_t i);
 /* Append a process; return its index or CAL_PROFILE_NONE. */
 uint32_t cal_profile_process_add(cal_profile *p);
 /* Set a process's argv (copied into string ids).  0, or -1. */
-int cal_profile_process_set_argv(cal_profile *p, size_t i, const char *const *argv, size_t argc);
+int cal_profile_process_set_argv(cal_profile *p, size_t i, const char *const *argv,
+                                 size_t argc);
 
 /* Credit a line's share to a process (a merged profile).  0, or -1. */
-int cal_profile_line_proc_add(cal_profile *p, uint32_t line, uint32_t process, int64_t ns,
-                              int64_t alloc);
+int cal_profile_line_proc_add(cal_profile *p, uint32_t line, uint32_t process,
+                              int64_t ns, int64_t alloc);
 
 /* Leaks found within merged processes. */
 int cal_profile_leak_add(cal_profile *p, const cal_leak *leak);
@@ -259,7 +260,7 @@ const cal_thread_stat *cal_profile_thread_at(const cal_profile *p, size_t i);
 
 /* Helpers on cal_times. */
 void cal_times_add(cal_times *dst, const cal_times *src);
-int64_t cal_times_cpu(const cal_times *t);   /* python + native + system */
-int64_t cal_times_all(const cal_times *t);   /* cpu + waiting */
+int64_t cal_times_cpu(const cal_times *t); /* python + native + system */
+int64_t cal_times_all(const cal_times *t); /* cpu + waiting */
 
 #endif

@@ -29,7 +29,4 @@ double cal_rand_unit(cal_rand *r)
     return ((double)(cal_rand_next(r) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
 }
 
-double cal_rand_exp(cal_rand *r, double mean)
-{
-    return -mean * log(cal_rand_unit(r));
-}
+double cal_rand_exp(cal_rand *r, double mean) { return -mean * log(cal_rand_unit(r)); }

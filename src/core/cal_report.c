@@ -12,7 +12,7 @@
 /* ---- totals ------------------------------------------------------------ */
 
 typedef struct totals {
-    cal_times all;          /* every thread, attributed or not */
+    cal_times all; /* every thread, attributed or not */
     cal_times unattributed;
     int64_t attributed_samples;
 } totals;
@@ -56,26 +56,29 @@ size_t cal_report_notes(const cal_profile *p, const cal_meta *m, cal_buf *out)
     } else if (t.attributed_samples == 0 && !m->lines_off) {
         /* (with lines_off frames were not read: the owner's note says why) */
         if (m->nprofile_only) {
-            cal_buf_printf(out, "%lld samples were taken but none had a line from a file "
-                                "matching --profile-only ",
+            cal_buf_printf(out,
+                           "%lld samples were taken but none had a line from a file "
+                           "matching --profile-only ",
                            (long long)t.all.samples);
             join_patterns(out, m->profile_only, m->nprofile_only);
             cal_buf_puts(out, " on the stack. Check the patterns (they match any part "
                               "of the file path), or use --profile-all.\n");
         } else if (!m->profile_all) {
-            cal_buf_printf(out,
-                           "%lld samples were taken but none had a line from the "
-                           "program's own files on the stack: all time was spent in the "
-                           "standard library, site-packages or other filtered code. Use "
-                           "--profile-all to include library code, or --profile-only "
-                           "PATTERN to choose files.\n",
-                           (long long)t.all.samples);
+            cal_buf_printf(
+                out,
+                "%lld samples were taken but none had a line from the "
+                "program's own files on the stack: all time was spent in the "
+                "standard library, site-packages or other filtered code. Use "
+                "--profile-all to include library code, or --profile-only "
+                "PATTERN to choose files.\n",
+                (long long)t.all.samples);
         } else {
-            cal_buf_printf(out,
-                           "%lld samples were taken but no Python line was on the stack "
-                           "in any of them (the time was spent starting up or shutting "
-                           "down the interpreter).\n",
-                           (long long)t.all.samples);
+            cal_buf_printf(
+                out,
+                "%lld samples were taken but no Python line was on the stack "
+                "in any of them (the time was spent starting up or shutting "
+                "down the interpreter).\n",
+                (long long)t.all.samples);
         }
         if (m->nprofile_exclude) {
             cal_buf_puts(out, "Files matching --profile-exclude ");
@@ -99,10 +102,12 @@ size_t cal_report_notes(const cal_profile *p, const cal_meta *m, cal_buf *out)
     const cal_gpu_summary *gpu = cal_profile_gpu_at(p);
     if (gpu->reason != CAL_PROFILE_NONE) {
         if (gpu->state == CAL_GPU_ON && gpu->stopped_at >= 0)
-            cal_buf_printf(out, "GPU sampling stopped at %.1f s: %s.\n", (double)gpu->stopped_at / 1e9,
+            cal_buf_printf(out, "GPU sampling stopped at %.1f s: %s.\n",
+                           (double)gpu->stopped_at / 1e9,
                            cal_profile_string_at(p, gpu->reason));
         else
-            cal_buf_printf(out, "No GPU figures: %s.\n", cal_profile_string_at(p, gpu->reason));
+            cal_buf_printf(out, "No GPU figures: %s.\n",
+                           cal_profile_string_at(p, gpu->reason));
         n++;
     }
     if (gpu->state == CAL_GPU_ON && gpu->fallback != CAL_PROFILE_NONE) {
@@ -174,7 +179,8 @@ static int cmp_line(const void *a, const void *b, void *ctx)
     const cal_profile *p = ctx;
     const cal_line_stat *x = cal_profile_line_at(p, *(const size_t *)a);
     const cal_line_stat *y = cal_profile_line_at(p, *(const size_t *)b);
-    int c = strcmp(cal_profile_string_at(p, x->file), cal_profile_string_at(p, y->file));
+    int c =
+        strcmp(cal_profile_string_at(p, x->file), cal_profile_string_at(p, y->file));
     if (c)
         return c;
     return (x->line > y->line) - (x->line < y->line);
@@ -185,7 +191,8 @@ static int cmp_func(const void *a, const void *b, void *ctx)
     const cal_profile *p = ctx;
     const cal_func_stat *x = cal_profile_func_at(p, *(const size_t *)a);
     const cal_func_stat *y = cal_profile_func_at(p, *(const size_t *)b);
-    int c = strcmp(cal_profile_string_at(p, x->file), cal_profile_string_at(p, y->file));
+    int c =
+        strcmp(cal_profile_string_at(p, x->file), cal_profile_string_at(p, y->file));
     if (c)
         return c;
     if (x->first_line != y->first_line)
@@ -252,13 +259,16 @@ static void json_line_memory(cal_json *j, const cal_profile *p, const cal_line_s
     /* Copy volume per second of the line's own time. */
     int64_t ns = cal_times_all(&ls->t);
     cal_json_key(j, "copy_mb_per_s");
-    cal_json_fixed(j, ns > 0 ? (double)ls->mem.vol.copied / 1e6 / ((double)ns / 1e9) : 0.0, 3);
+    cal_json_fixed(
+        j, ns > 0 ? (double)ls->mem.vol.copied / 1e6 / ((double)ns / 1e9) : 0.0, 3);
     cal_json_key(j, "live_peak_bytes");
     cal_json_int(j, ls->mem.live_peak);
     cal_json_key(j, "live_end_bytes");
     cal_json_int(j, ls->mem.live > 0 ? ls->mem.live : 0);
     cal_json_key(j, "footprint_avg_bytes");
-    cal_json_int(j, ls->mem.footprint_n ? (int64_t)(ls->mem.footprint_sum / (double)ls->mem.footprint_n) : 0);
+    cal_json_int(j, ls->mem.footprint_n
+                        ? (int64_t)(ls->mem.footprint_sum / (double)ls->mem.footprint_n)
+                        : 0);
     cal_json_key(j, "footprint_peak_bytes");
     cal_json_int(j, ls->mem.footprint_peak);
     cal_json_key(j, "leak_watched");
@@ -329,7 +339,9 @@ static void json_gpu_summary(cal_json *j, const cal_profile *p)
     cal_json_object_begin(j);
     cal_json_key(j, "available");
     cal_json_bool(j, g->state == CAL_GPU_ON);
-    json_string_or_null(j, "reason", g->reason != CAL_PROFILE_NONE ? cal_profile_string_at(p, g->reason) : NULL);
+    json_string_or_null(
+        j, "reason",
+        g->reason != CAL_PROFILE_NONE ? cal_profile_string_at(p, g->reason) : NULL);
     if (g->state == CAL_GPU_ON) {
         cal_json_key(j, "stopped_at_s");
         if (g->stopped_at >= 0)
@@ -340,7 +352,10 @@ static void json_gpu_summary(cal_json *j, const cal_profile *p)
         cal_json_string(j, g->per_process_util ? "process" : "device");
         cal_json_key(j, "memory_source");
         cal_json_string(j, g->per_process_memory ? "process" : "device");
-        json_string_or_null(j, "fallback", g->fallback != CAL_PROFILE_NONE ? cal_profile_string_at(p, g->fallback) : NULL);
+        json_string_or_null(j, "fallback",
+                            g->fallback != CAL_PROFILE_NONE
+                                ? cal_profile_string_at(p, g->fallback)
+                                : NULL);
         cal_gpu_line run = {g->util_sum, g->memory_sum, g->n, g->memory_peak};
         json_gpu_fields(j, &run, "readings");
         cal_json_key(j, "devices");
@@ -368,10 +383,12 @@ static void json_gpu_summary(cal_json *j, const cal_profile *p)
     cal_json_object_end(j);
 }
 
-static void json_line_ref(cal_json *j, const char *key, const cal_profile *p, uint32_t li)
+static void json_line_ref(cal_json *j, const char *key, const cal_profile *p,
+                          uint32_t li)
 {
     cal_json_key(j, key);
-    const cal_line_stat *ls = li < cal_profile_nlines(p) ? cal_profile_line_at(p, li) : NULL;
+    const cal_line_stat *ls =
+        li < cal_profile_nlines(p) ? cal_profile_line_at(p, li) : NULL;
     if (!ls) {
         cal_json_null(j);
         return;
@@ -383,7 +400,8 @@ static void json_line_ref(cal_json *j, const char *key, const cal_profile *p, ui
     cal_json_int(j, ls->line);
     cal_json_key(j, "function");
     if (ls->func < cal_profile_nfuncs(p))
-        cal_json_string(j, cal_profile_string_at(p, cal_profile_func_at(p, ls->func)->name));
+        cal_json_string(
+            j, cal_profile_string_at(p, cal_profile_func_at(p, ls->func)->name));
     else
         cal_json_null(j);
     cal_json_object_end(j);
@@ -407,12 +425,15 @@ static void json_memory_summary(cal_json *j, const cal_profile *p)
     cal_json_key(j, "peak_bytes");
     cal_json_int(j, mem->peak);
     cal_json_key(j, "peak_python_fraction");
-    cal_json_fixed(j, mem->peak > 0 ? (double)mem->peak_python / (double)mem->peak : 0.0, 3);
+    cal_json_fixed(
+        j, mem->peak > 0 ? (double)mem->peak_python / (double)mem->peak : 0.0, 3);
     json_line_ref(j, "peak_line", p, mem->peak_line);
     cal_json_key(j, "end_bytes");
     cal_json_int(j, mem->end_live);
     cal_json_key(j, "end_python_fraction");
-    cal_json_fixed(j, mem->end_live > 0 ? (double)mem->end_python / (double)mem->end_live : 0.0, 3);
+    cal_json_fixed(
+        j, mem->end_live > 0 ? (double)mem->end_python / (double)mem->end_live : 0.0,
+        3);
     cal_json_key(j, "growth_bytes_per_s");
     cal_json_fixed(j, cal_series_slope(mem->footprint.p, mem->footprint.n), 0);
     cal_json_key(j, "samples");
@@ -453,7 +474,8 @@ static void json_leaks(cal_json *j, const cal_profile *p)
         cal_json_int(j, ls->line);
         cal_json_key(j, "function");
         if (ls->func < cal_profile_nfuncs(p))
-            cal_json_string(j, cal_profile_string_at(p, cal_profile_func_at(p, ls->func)->name));
+            cal_json_string(
+                j, cal_profile_string_at(p, cal_profile_func_at(p, ls->func)->name));
         else
             cal_json_null(j);
         cal_json_key(j, "process");
@@ -504,8 +526,9 @@ static void json_processes(cal_json *j, const cal_profile *p)
         cal_json_key(j, "wall_s");
         cal_json_seconds(j, i == 0 && !pr->wall_ns ? cal_profile_wall(p) : pr->wall_ns);
         json_times_fields(j, &t);
-        json_string_or_null(j, "end",
-                            pr->end != CAL_PROFILE_NONE ? cal_profile_string_at(p, pr->end) : NULL);
+        json_string_or_null(
+            j, "end",
+            pr->end != CAL_PROFILE_NONE ? cal_profile_string_at(p, pr->end) : NULL);
         json_int_or_null(j, "signal", pr->signal, pr->signal != 0);
         json_int_or_null(j, "peak_bytes", pr->peak, pr->peak >= 0);
         cal_json_key(j, "inherited_bytes");
@@ -517,7 +540,8 @@ static void json_processes(cal_json *j, const cal_profile *p)
 
 /* A line's share per process, [[process, seconds, bytes allocated], ...]:
    only in a profile of several processes. */
-static void json_line_processes(cal_json *j, const cal_profile *p, const cal_line_stat *ls)
+static void json_line_processes(cal_json *j, const cal_profile *p,
+                                const cal_line_stat *ls)
 {
     if (cal_profile_nprocesses(p) < 2)
         return;
@@ -555,8 +579,8 @@ static void json_line_processes(cal_json *j, const cal_profile *p, const cal_lin
 #define SOURCE_CONTEXT 3
 
 static void json_source(cal_json *j, const cal_profile *p, const size_t *li, size_t a0,
-                        size_t a1, const size_t *fi, size_t b0, size_t b1, const char *path,
-                        size_t *budget)
+                        size_t a1, const size_t *fi, size_t b0, size_t b1,
+                        const char *path, size_t *budget)
 {
     cal_json_key(j, "source");
     cal_buf text;
@@ -565,7 +589,8 @@ static void json_source(cal_json *j, const cal_profile *p, const size_t *li, siz
     if (f) {
         char chunk[65536];
         size_t n;
-        while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && text.len < SOURCE_MAX_BYTES)
+        while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 &&
+               text.len < SOURCE_MAX_BYTES)
             cal_buf_add(&text, chunk, n);
         fclose(f);
     }
@@ -590,9 +615,11 @@ static void json_source(cal_json *j, const cal_profile *p, const size_t *li, siz
         *budget -= text.len;
     } else {
         for (size_t k = a0; k < a1 + (b1 - b0); k++) {
-            long line = k < a1 ? (long)cal_profile_line_at(p, li[k])->line
-                               : (long)cal_profile_func_at(p, fi[b0 + k - a1])->first_line;
-            for (long x = line - 1 - SOURCE_CONTEXT; x <= line - 1 + SOURCE_CONTEXT; x++)
+            long line = k < a1
+                            ? (long)cal_profile_line_at(p, li[k])->line
+                            : (long)cal_profile_func_at(p, fi[b0 + k - a1])->first_line;
+            for (long x = line - 1 - SOURCE_CONTEXT; x <= line - 1 + SOURCE_CONTEXT;
+                 x++)
                 if (x >= 0 && (size_t)x < nlines)
                     keep[x] = 1;
         }
@@ -644,8 +671,11 @@ static void json_files(cal_json *j, const cal_profile *p)
         /* The next file in path order among lines and functions. */
         const char *path;
         uint32_t file;
-        if (a < nl && (b >= nf || strcmp(cal_profile_string_at(p, cal_profile_line_at(p, li[a])->file),
-                                         cal_profile_string_at(p, cal_profile_func_at(p, fi[b])->file)) <= 0))
+        if (a < nl &&
+            (b >= nf ||
+             strcmp(cal_profile_string_at(p, cal_profile_line_at(p, li[a])->file),
+                    cal_profile_string_at(p, cal_profile_func_at(p, fi[b])->file)) <=
+                 0))
             file = cal_profile_line_at(p, li[a])->file;
         else
             file = cal_profile_func_at(p, fi[b])->file;
@@ -669,7 +699,8 @@ static void json_files(cal_json *j, const cal_profile *p)
             cal_json_int(j, ls->line);
             cal_json_key(j, "function");
             if (ls->func < nf)
-                cal_json_string(j, cal_profile_string_at(p, cal_profile_func_at(p, ls->func)->name));
+                cal_json_string(j, cal_profile_string_at(
+                                       p, cal_profile_func_at(p, ls->func)->name));
             else
                 cal_json_null(j);
             json_times_fields(j, &ls->t);
@@ -731,7 +762,8 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
     cal_json_key(&j, "python_executable");
     cal_json_string(&j, m->python_executable);
     cal_json_key(&j, "start_time_unix");
-    cal_json_fixed(&j, m->start_unix, 6); /* to the microsecond: merging aligns clocks by it */
+    cal_json_fixed(&j, m->start_unix,
+                   6); /* to the microsecond: merging aligns clocks by it */
     cal_json_object_end(&j);
 
     cal_json_key(&j, "config");

@@ -49,5 +49,4 @@ size_t cal_report_notes(const cal_profile *p, const cal_meta *m, cal_buf *out);
 /* Append the JSON profile to `out`. */
 void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out);
 
-
 #endif

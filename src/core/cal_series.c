@@ -3,10 +3,7 @@
 
 #include <string.h>
 
-void cal_series_init(cal_series *s)
-{
-    s->n = 0;
-}
+void cal_series_init(cal_series *s) { s->n = 0; }
 
 /* The point of (lo, hi) farthest from the chord pts[lo]-pts[hi]. */
 static size_t farthest(const cal_point *pts, size_t lo, size_t hi, double *dist)

@@ -44,20 +44,15 @@ static times get_times(const cal_jv *o)
     return t;
 }
 
-static double t_all(times t)
-{
-    return t.py + t.nat + t.sys + t.wait;
-}
+static double t_all(times t) { return t.py + t.nat + t.sys + t.wait; }
 
-static double t_cpu(times t)
-{
-    return t.py + t.nat + t.sys;
-}
+static double t_cpu(times t) { return t.py + t.nat + t.sys; }
 
 /* Bytes allocated by a line or function record's memory (or volume) object. */
 static double alloc_of(const cal_jv *mem)
 {
-    return cal_jv_getnum(mem, "alloc_python_bytes", 0) + cal_jv_getnum(mem, "alloc_native_bytes", 0);
+    return cal_jv_getnum(mem, "alloc_python_bytes", 0) +
+           cal_jv_getnum(mem, "alloc_native_bytes", 0);
 }
 
 /* ---- text helpers ------------------------------------------------------ */
@@ -235,7 +230,8 @@ static const char *base_name(const char *path)
 #define RED "\033[31m"
 
 /* Python, native, system, waiting. */
-static const char *const split_color[4] = {"\033[34m", "\033[32m", "\033[33m", "\033[90m"};
+static const char *const split_color[4] = {"\033[34m", "\033[32m", "\033[33m",
+                                           "\033[90m"};
 static const char *const split_glyph[4] = {"█", "▓", "▒", "░"};
 static const char split_ascii[4] = {'#', '=', '-', '.'};
 
@@ -333,11 +329,11 @@ typedef struct report {
     cal_buf *out;
     int width, tty;
     const char *cwd;
-    double wall;     /* the run's wall time */
-    double time_all; /* every thread's time: the denominator of time shares */
+    double wall;      /* the run's wall time */
+    double time_all;  /* every thread's time: the denominator of time shares */
     double alloc_all; /* bytes allocated in all */
-    int memory;      /* memory was profiled */
-    int gpu;         /* the GPU was sampled */
+    int memory;       /* memory was profiled */
+    int gpu;          /* the GPU was sampled */
 } report;
 
 /* A line's share of the program: the larger of its share of time and of
@@ -352,7 +348,8 @@ static double share(const report *r, times t, double alloc)
 
 /* A header row under the summary: a label, a sparkline of `timeline` over
    the run (at most 40 cells, none on a narrow terminal) and a tail. */
-static void spark_row(report *r, const char *label, const cal_jv *timeline, const char *tail)
+static void spark_row(report *r, const char *label, const cal_jv *timeline,
+                      const char *tail)
 {
     int cells = r->width - 10 - 11 - 22 < 40 ? r->width - 10 - 11 - 22 : 40;
     if (cells < 8 || cal_jv_len(timeline) <= 1)
@@ -375,14 +372,16 @@ static void gpu_header(report *r, const cal_jv *gpu)
     cal_buf_init(&h);
     int dev_util = strcmp(cal_jv_getstr(gpu, "utilization_source", ""), "device") == 0;
     int dev_mem = strcmp(cal_jv_getstr(gpu, "memory_source", ""), "device") == 0;
-    cal_buf_printf(&h, "calipers: GPU utilisation %.0f%%%s on average, GPU memory peak %s%s",
-                   cal_jv_getnum(gpu, "utilization_avg_percent", 0),
-                   dev_util ? " (whole device)" : "", peak, dev_mem ? " (whole device)" : "");
+    cal_buf_printf(
+        &h, "calipers: GPU utilisation %.0f%%%s on average, GPU memory peak %s%s",
+        cal_jv_getnum(gpu, "utilization_avg_percent", 0),
+        dev_util ? " (whole device)" : "", peak, dev_mem ? " (whole device)" : "");
     const cal_jv *devs = cal_jv_get(gpu, "devices");
     for (size_t i = 0; i < cal_jv_len(devs); i++) {
         const cal_jv *d = cal_jv_at(devs, i);
         const char *name = cal_jv_getstr(d, "name", "");
-        cal_buf_printf(&h, "%s%s", i ? ", " : "; on ", *name ? name : cal_jv_getstr(d, "uuid", "?"));
+        cal_buf_printf(&h, "%s%s", i ? ", " : "; on ",
+                       *name ? name : cal_jv_getstr(d, "uuid", "?"));
     }
     if (h.data)
         add_wrapped(r->out, h.data, r->width, 10, r->tty);
@@ -405,10 +404,11 @@ static void header(report *r)
     percent(py, sizeof py, t.py, cpu);
     percent(nat, sizeof nat, t.nat, cpu);
     percent(sys, sizeof sys, t.sys, cpu);
-    cal_buf_printf(&h, "calipers: %s ran %.2f\x01s; CPU %.2f\x01s (Python %s, native %s, "
-                       "system %s), waiting %.2f\x01s",
-                   what, r->wall, cpu, *py ? py : "0%", *nat ? nat : "0%", *sys ? sys : "0%",
-                   t.wait);
+    cal_buf_printf(&h,
+                   "calipers: %s ran %.2f\x01s; CPU %.2f\x01s (Python %s, native %s, "
+                   "system %s), waiting %.2f\x01s",
+                   what, r->wall, cpu, *py ? py : "0%", *nat ? nat : "0%",
+                   *sys ? sys : "0%", t.wait);
     size_t nthreads = cal_jv_len(cal_jv_get(r->root, "threads"));
     size_t nprocs = cal_jv_len(cal_jv_get(r->root, "processes"));
     if (nthreads > 1)
@@ -436,11 +436,14 @@ static void header(report *r)
                    100 * cal_jv_getnum(mem, "peak_python_fraction", 0));
     const cal_jv *pl = cal_jv_get(mem, "peak_line");
     if (cal_jv_is(pl, CAL_JOBJ))
-        cal_buf_printf(&h, " reached at %s:%.0f", base_name(cal_jv_getstr(pl, "path", "?")),
+        cal_buf_printf(&h, " reached at %s:%.0f",
+                       base_name(cal_jv_getstr(pl, "path", "?")),
                        cal_jv_getnum(pl, "line", 0));
     char apy[8];
-    percent(apy, sizeof apy, cal_jv_getnum(mem, "allocated_python_bytes", 0), r->alloc_all);
-    cal_buf_printf(&h, "; allocated %s (Python %s); copied %s", alloc, *apy ? apy : "0%", copied);
+    percent(apy, sizeof apy, cal_jv_getnum(mem, "allocated_python_bytes", 0),
+            r->alloc_all);
+    cal_buf_printf(&h, "; allocated %s (Python %s); copied %s", alloc,
+                   *apy ? apy : "0%", copied);
     if (h.data)
         add_wrapped(r->out, h.data, r->width, 10, r->tty);
     cal_buf_free(&h);
@@ -451,16 +454,38 @@ static void header(report *r)
 
 /* ---- the per-file tables ------------------------------------------------- */
 
-enum { C_LINE, C_TIME, C_PCT, C_SPLIT, C_KINDS, C_ALLOC, C_PYPCT, C_HELD, C_SPARK, C_COPY, C_GPU,
-       C_GMEM, NCOL };
+enum {
+    C_LINE,
+    C_TIME,
+    C_PCT,
+    C_SPLIT,
+    C_KINDS,
+    C_ALLOC,
+    C_PYPCT,
+    C_HELD,
+    C_SPARK,
+    C_COPY,
+    C_GPU,
+    C_GMEM,
+    NCOL
+};
 
 static const struct {
     const char *head;
     int width; /* including the separating space before it */
 } COLS[NCOL] = {
-    {"line", 6}, {"time", 8}, {"%", 5}, {"split", 11}, {"    py  nat  sys wait", 21},
-    {"alloc", 8}, {"py%", 5},  {"held", 8}, {"timeline", 11}, {"copy/s", 8},
-    {"gpu%", 6}, {"gpumem", 8},
+    {"line", 6},
+    {"time", 8},
+    {"%", 5},
+    {"split", 11},
+    {"    py  nat  sys wait", 21},
+    {"alloc", 8},
+    {"py%", 5},
+    {"held", 8},
+    {"timeline", 11},
+    {"copy/s", 8},
+    {"gpu%", 6},
+    {"gpumem", 8},
 };
 
 #define MIN_SOURCE 32
@@ -545,7 +570,7 @@ static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv 
         double v[4] = {t.py, t.nat, t.sys, t.wait};
         for (int k = 0; k < 4; k++) {
             percent(a, sizeof a, v[k], all);
-            cal_buf_printf(r->out, k ? "%5s" : "%6s", a);  /* 6 + 3 * 5 = 21 */
+            cal_buf_printf(r->out, k ? "%5s" : "%6s", a); /* 6 + 3 * 5 = 21 */
         }
     }
     if (on[C_ALLOC]) {
@@ -582,7 +607,8 @@ static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv 
     int gpu_seen = cal_jv_getnum(gpu, "samples", 0) > 0;
     if (on[C_GPU]) {
         if (gpu_seen)
-            snprintf(a, sizeof a, "%.0f%%", cal_jv_getnum(gpu, "utilization_avg_percent", 0));
+            snprintf(a, sizeof a, "%.0f%%",
+                     cal_jv_getnum(gpu, "utilization_avg_percent", 0));
         else
             a[0] = '\0';
         cal_buf_printf(r->out, "%6s", a);
@@ -625,7 +651,8 @@ static int cmp_pick_place(const void *x, const void *y)
 
 /* The element of `arr`, sorted by line number, whose number is `no`, or
    NULL; `number` reads an element's line number. */
-static const cal_jv *find_numbered(const cal_jv *arr, long no, double (*number)(const cal_jv *))
+static const cal_jv *find_numbered(const cal_jv *arr, long no,
+                                   double (*number)(const cal_jv *))
 {
     size_t lo = 0, hi = cal_jv_len(arr);
     while (lo < hi) {
@@ -641,10 +668,7 @@ static const cal_jv *find_numbered(const cal_jv *arr, long no, double (*number)(
     return NULL;
 }
 
-static double record_number(const cal_jv *rec)
-{
-    return cal_jv_getnum(rec, "line", 0);
-}
+static double record_number(const cal_jv *rec) { return cal_jv_getnum(rec, "line", 0); }
 
 static double pair_number(const cal_jv *pair)
 {
@@ -710,7 +734,8 @@ static pick *choose_rows(const report *r, size_t *n, size_t *hidden)
         pick add[3];
         int na = 0;
         for (long no = cand[i].no - 1; no <= cand[i].no + 1; no++) {
-            int known = no == cand[i].no || source_text(file, no) || find_line(file, no);
+            int known =
+                no == cand[i].no || source_text(file, no) || find_line(file, no);
             if (known && !has_pick(rows, m, cand[i].file, no))
                 add[na++] = (pick){cand[i].file, no, 0};
         }
@@ -739,8 +764,8 @@ static void file_heading(report *r, const cal_jv *file)
     cal_buf_init(&h);
     char pc[8];
     percent(pc, sizeof pc, t_all(t), r->time_all);
-    cal_buf_printf(&h, "%s: %.2f\x01s (%s of the time)", display_path(path, r->cwd), t_all(t),
-                   *pc ? pc : "0%");
+    cal_buf_printf(&h, "%s: %.2f\x01s (%s of the time)", display_path(path, r->cwd),
+                   t_all(t), *pc ? pc : "0%");
     if (r->memory) {
         char a[16];
         prose_bytes(a, sizeof a, alloc);
@@ -801,9 +826,11 @@ static void functions_table(report *r, const cal_jv *file, const int on_lines[NC
         for (size_t i = 0; i < k && i < MAX_FUNCS; i++) {
             const cal_jv *fn = v[i].fn;
             cells(r, on, 0, get_times(cal_jv_get(fn, "total")),
-                  cal_jv_get(cal_jv_get(fn, "memory"), "total"), NULL, cal_jv_get(fn, "gpu"));
+                  cal_jv_get(cal_jv_get(fn, "memory"), "total"), NULL,
+                  cal_jv_get(fn, "gpu"));
             char label[64];
-            snprintf(label, sizeof label, "  (line %.0f)", cal_jv_getnum(fn, "line", 0));
+            snprintf(label, sizeof label, "  (line %.0f)",
+                     cal_jv_getnum(fn, "line", 0));
             int lw = text_width(label);
             const char *name = cal_jv_getstr(fn, "name", "?");
             add_text(r->out, name, room - lw > 8 ? room - lw : 8, r->tty);
@@ -832,7 +859,8 @@ static void files_tables(report *r)
     for (size_t f = 0; f < cal_jv_len(files) && !any_copy; f++) {
         const cal_jv *lines = cal_jv_get(cal_jv_at(files, f), "lines");
         for (size_t i = 0; i < cal_jv_len(lines); i++)
-            if (cal_jv_getnum(cal_jv_get(cal_jv_at(lines, i), "memory"), "copy_mb_per_s", 0) >= 0.5)
+            if (cal_jv_getnum(cal_jv_get(cal_jv_at(lines, i), "memory"),
+                              "copy_mb_per_s", 0) >= 0.5)
                 any_copy = 1;
     }
     int on[NCOL];
@@ -891,7 +919,8 @@ static void files_tables(report *r)
             const cal_jv *ln = find_line(file, no);
             const cal_jv *mem = cal_jv_get(ln, "memory");
             times t = ln ? get_times(ln) : (times){0, 0, 0, 0};
-            cells(r, on, no, t, mem, cal_jv_get(mem, "timeline"), cal_jv_get(ln, "gpu"));
+            cells(r, on, no, t, mem, cal_jv_get(mem, "timeline"),
+                  cal_jv_get(ln, "gpu"));
             const char *text = source_text(file, no);
             text = dedent(text ? text : "", common);
             if (!ln)
@@ -909,8 +938,11 @@ static void files_tables(report *r)
     if (hidden) {
         cal_buf h;
         cal_buf_init(&h);
-        cal_buf_printf(&h, "calipers: %zu more lines above %g%% not shown (the report keeps "
-                           "to %d rows)", hidden, r->o->min_percent, r->o->max_rows);
+        cal_buf_printf(
+            &h,
+            "calipers: %zu more lines above %g%% not shown (the report keeps "
+            "to %d rows)",
+            hidden, r->o->min_percent, r->o->max_rows);
         cal_buf_puts(r->out, "\n");
         if (h.data)
             add_wrapped(r->out, h.data, r->width, 10, r->tty);
@@ -957,10 +989,11 @@ static void processes_section(report *r)
         else
             snprintf(end, sizeof end, "%.9s", how);
         /* The main process keeps its pid through an exec of its own. */
-        int main_pid = cal_jv_getnum(pr, "pid", 0) == cal_jv_getnum(cal_jv_at(procs, 0), "pid", 0);
-        const char *start = main_pid                                       ? "main"
+        int main_pid =
+            cal_jv_getnum(pr, "pid", 0) == cal_jv_getnum(cal_jv_at(procs, 0), "pid", 0);
+        const char *start = main_pid                                   ? "main"
                             : cal_jv_bool(cal_jv_get(pr, "forked"), 0) ? "fork"
-                                                                          : "exec";
+                                                                       : "exec";
         cal_buf_printf(r->out, "%8.0f %-5s %-9s %7.2fs %4s",
                        fmin(fmax(cal_jv_getnum(pr, "pid", 0), 0), 99999999), start, end,
                        fmin(fmax(t_all(t), 0), 9999.99), pct);
@@ -981,7 +1014,8 @@ static void processes_section(report *r)
         cal_buf_init(&cmd);
         const cal_jv *argv = cal_jv_get(pr, "argv");
         for (size_t a = 0; a < cal_jv_len(argv); a++)
-            cal_buf_printf(&cmd, "%s%s", a ? " " : "", cal_jv_str(cal_jv_at(argv, a), ""));
+            cal_buf_printf(&cmd, "%s%s", a ? " " : "",
+                           cal_jv_str(cal_jv_at(argv, a), ""));
         add_text(r->out, cmd.data ? cmd.data : "", r->width - used, r->tty);
         cal_buf_free(&cmd);
         cal_buf_puts(r->out, "\n");
@@ -1001,14 +1035,18 @@ static void leaks_section(report *r)
         prose_bytes(held, sizeof held, cal_jv_getnum(lk, "live_end_bytes", 0));
         cal_buf line;
         cal_buf_init(&line);
-        cal_buf_printf(&line, "calipers: likely leak at %s:%.0f: %s still held, growing %s/s "
-                              "(likelihood %.0f%%)",
-                       base_name(cal_jv_getstr(lk, "path", "?")), cal_jv_getnum(lk, "line", 0),
-                       held, rate, 100 * cal_jv_getnum(lk, "likelihood", 0));
+        cal_buf_printf(&line,
+                       "calipers: likely leak at %s:%.0f: %s still held, growing %s/s "
+                       "(likelihood %.0f%%)",
+                       base_name(cal_jv_getstr(lk, "path", "?")),
+                       cal_jv_getnum(lk, "line", 0), held, rate,
+                       100 * cal_jv_getnum(lk, "likelihood", 0));
         size_t pi = (size_t)cal_jv_getnum(lk, "process", 0);
         if (pi > 0)
-            cal_buf_printf(&line, " in process %.0f",
-                           cal_jv_getnum(cal_jv_at(cal_jv_get(r->root, "processes"), pi), "pid", 0));
+            cal_buf_printf(
+                &line, " in process %.0f",
+                cal_jv_getnum(cal_jv_at(cal_jv_get(r->root, "processes"), pi), "pid",
+                              0));
         style(r->out, r->tty, RED);
         if (line.data)
             add_wrapped(r->out, line.data, r->width, 10, r->tty);
@@ -1023,7 +1061,8 @@ static void notes_section(report *r)
     for (size_t i = 0; i < cal_jv_len(notes); i++) {
         cal_buf line;
         cal_buf_init(&line);
-        cal_buf_printf(&line, "calipers: note: %s", cal_jv_str(cal_jv_at(notes, i), ""));
+        cal_buf_printf(&line, "calipers: note: %s",
+                       cal_jv_str(cal_jv_at(notes, i), ""));
         if (line.data)
             add_wrapped(r->out, line.data, r->width, 16, r->tty);
         cal_buf_free(&line);
@@ -1043,7 +1082,8 @@ static void legend(report *r)
 
 void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out)
 {
-    report r = {root, o, out, o->width < 60 ? 60 : o->width, o->tty, NULL, 0, 0, 0, 0, 0};
+    report r = {root, o, out, o->width < 60 ? 60 : o->width, o->tty, NULL, 0, 0,
+                0,    0, 0};
     const cal_jv *sum = cal_jv_get(root, "summary");
     r.cwd = cal_jv_getstr(cal_jv_get(root, "program"), "cwd", NULL);
     r.wall = cal_jv_getnum(sum, "wall_s", 0);

@@ -23,10 +23,10 @@
 #define CAL_VIEW_SCHEMA "calipers/1"
 
 typedef struct cal_view_opts {
-    int width;          /* columns; at least 60 is used */
-    int tty;            /* ANSI colour and Unicode glyphs; else plain ASCII */
-    double min_percent; /* show lines holding at least this % of time or memory */
-    int max_rows;       /* at most this many source rows in all (about 300) */
+    int width;           /* columns; at least 60 is used */
+    int tty;             /* ANSI colour and Unicode glyphs; else plain ASCII */
+    double min_percent;  /* show lines holding at least this % of time or memory */
+    int max_rows;        /* at most this many source rows in all (about 300) */
     const char *outfile; /* named at the end ("profile written to"), or NULL */
 } cal_view_opts;
 

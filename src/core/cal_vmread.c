@@ -41,8 +41,9 @@ int cal_vmread_sigsafe(cal_vmread *w, const void *addr, void *out, size_t len)
            read still brings this one. */
         struct iovec local[2] = {{w->buf + CAL_VMREAD_BLOCK, top},
                                  {w->buf, CAL_VMREAD_BLOCK}};
-        struct iovec remote[2] = {{(void *)block, top},
-                                  {(void *)(block - CAL_VMREAD_BLOCK), CAL_VMREAD_BLOCK}};
+        struct iovec remote[2] = {
+            {(void *)block, top},
+            {(void *)(block - CAL_VMREAD_BLOCK), CAL_VMREAD_BLOCK}};
         ssize_t got = process_vm_readv(w->pid, local, 2, remote,
                                        block >= CAL_VMREAD_BLOCK ? 2 : 1, 0);
         if (got < (ssize_t)top) {
@@ -52,7 +53,8 @@ int cal_vmread_sigsafe(cal_vmread *w, const void *addr, void *out, size_t len)
             return -1;
         }
         w->base = block - CAL_VMREAD_BLOCK; /* wraps for block 0: a - base is right */
-        w->lo = got == (ssize_t)(top + CAL_VMREAD_BLOCK) ? block - CAL_VMREAD_BLOCK : block;
+        w->lo =
+            got == (ssize_t)(top + CAL_VMREAD_BLOCK) ? block - CAL_VMREAD_BLOCK : block;
         w->hi = a + len;
     }
     memcpy(out, w->buf + (a - w->base), len);

@@ -67,10 +67,7 @@ size_t calx_utf8(PyObject *str, char *dst, size_t cap)
     return n;
 }
 
-static int has_glob(const char *pat)
-{
-    return strpbrk(pat, "*?[") != NULL;
-}
+static int has_glob(const char *pat) { return strpbrk(pat, "*?[") != NULL; }
 
 static int pattern_match(const char *pat, const char *path)
 {

@@ -18,33 +18,33 @@
 
 typedef struct calx_filter {
     int profile_all;
-    char **only;        /* substrings or fnmatch patterns */
+    char **only; /* substrings or fnmatch patterns */
     size_t nonly;
     char **exclude;
     size_t nexclude;
-    char **library;     /* path prefixes that are not the program's own code */
+    char **library; /* path prefixes that are not the program's own code */
     size_t nlibrary;
-    char *self_dir;     /* calipers' own package directory: never profiled */
-    char *cwd;          /* to make relative file names absolute */
+    char *self_dir; /* calipers' own package directory: never profiled */
+    char *cwd;      /* to make relative file names absolute */
 } calx_filter;
 
 /* The asyncio event loop's own frames (calx_code.loop). */
 enum { CALX_LOOP_NONE, CALX_LOOP_IDLE, CALX_LOOP_STEP };
 
 typedef struct calx_code {
-    uint32_t file;    /* string id of the absolute path */
-    uint32_t func;    /* function index in the profile */
+    uint32_t file; /* string id of the absolute path */
+    uint32_t func; /* function index in the profile */
     int profiled;
-    int loop;         /* CALX_LOOP_IDLE: BaseEventLoop._run_once (the loop
-                         between callbacks: waiting, or scheduling);
-                         CALX_LOOP_STEP: Handle._run (running a callback,
-                         such as a task's step) */
+    int loop; /* CALX_LOOP_IDLE: BaseEventLoop._run_once (the loop
+                 between callbacks: waiting, or scheduling);
+                 CALX_LOOP_STEP: Handle._run (running a callback,
+                 such as a task's step) */
 } calx_code;
 
 typedef struct calx_codes {
-    cal_map index;       /* code object address -> entry */
+    cal_map index; /* code object address -> entry */
     calx_code *entries;
-    PyObject **owned;    /* strong references, parallel to entries */
+    PyObject **owned; /* strong references, parallel to entries */
     size_t len, cap;
 } calx_codes;
 

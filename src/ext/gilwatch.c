@@ -45,7 +45,7 @@ static struct {
        with only its main thread, such as a forked child that leaves at
        once, never pays for it. */
     int enabled;
-    int tid; /* the watcher's own kernel thread id */
+    int tid;           /* the watcher's own kernel thread id */
     cal_vmread window; /* the watcher's, for the holder's thread id */
 } W = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
@@ -84,10 +84,7 @@ int calx_gilwatch_set_threads(const void *const *ts, const unsigned long *idents
     return 0;
 }
 
-size_t calx_gilwatch_count(void)
-{
-    return __atomic_load_n(&W.n, __ATOMIC_RELAXED);
-}
+size_t calx_gilwatch_count(void) { return __atomic_load_n(&W.n, __ATOMIC_RELAXED); }
 
 /* One look at every watched thread; W.mu held. */
 static void observe(PyInterpreterState *interp)
@@ -98,13 +95,15 @@ static void observe(PyInterpreterState *interp)
        the next pass.  (If the thread id cannot be read, by the pointer.) */
     unsigned long holder_ident = 0;
     cal_vmread_reset_sigsafe(&W.window, getpid());
-    int by_ident = holder && calx_thread_ident_sigsafe(&W.window, holder, &holder_ident) == 0;
+    int by_ident =
+        holder && calx_thread_ident_sigsafe(&W.window, holder, &holder_ident) == 0;
     int64_t now = cal_clock_now_ns();
     int count = now - W.last_look <= MAX_GAP_NS;
     W.last_look = now;
     for (size_t i = 0; i < W.n; i++) {
         watched *w = &W.v[i];
-        int is_holder = holder && (by_ident ? w->ident == holder_ident : w->ts == holder);
+        int is_holder =
+            holder && (by_ident ? w->ident == holder_ident : w->ts == holder);
         int64_t cpu = cal_clock_thread_cpu_sigsafe(w->clock);
         if (cpu < 0)
             continue; /* gone: its last reading stays for calx_gilwatch_last */
@@ -200,10 +199,7 @@ void calx_gilwatch_stop(void)
         calx_gilwatch_stop_join();
 }
 
-int calx_gilwatch_tid(void)
-{
-    return __atomic_load_n(&W.tid, __ATOMIC_RELAXED);
-}
+int calx_gilwatch_tid(void) { return __atomic_load_n(&W.tid, __ATOMIC_RELAXED); }
 
 int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share)
 {

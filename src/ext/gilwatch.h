@@ -27,7 +27,8 @@
 
 /* Replace the set of watched threads; what was observed of threads that
    stay is kept (a thread is its clock: a C thread calling into Python gets
-   a new thread state each time).  Returns 0, or -1 if memory ran out (the set is unchanged). */
+   a new thread state each time).  Returns 0, or -1 if memory ran out (the set is
+   unchanged). */
 int calx_gilwatch_set_threads(const void *const *ts, const unsigned long *idents,
                               const clockid_t *clocks, size_t n);
 
@@ -37,8 +38,8 @@ size_t calx_gilwatch_count(void);
 /* Start and stop watching (GIL held).  The watcher thread itself starts
    only once there is a thread to watch (calx_gilwatch_set_threads): a
    process that never has more than its main thread never has one.  start
-   returns 0 or an errno value.  Stopping in two steps lets the sampler ask all of the profiler's threads
-   to end before it waits for any (one wake-up per fork, not one per
+   returns 0 or an errno value.  Stopping in two steps lets the sampler ask all of the
+   profiler's threads to end before it waits for any (one wake-up per fork, not one per
    thread): ask returns 1 if there is a thread to join, and join (GIL not
    needed) waits for it.  Start and stop are never called concurrently
    (the sampler's thread transitions are serialised). */
@@ -50,9 +51,9 @@ void calx_gilwatch_stop_detach(void);
 void calx_gilwatch_stop(void);
 
 /* The share of the CPU time that the thread of `clock` used in native code
-   since the last successful call for it.  Returns 1 and sets *native_share once at least
-   min_ns of its CPU time has been watched; returns 0 (and keeps counting)
-   before that. */
+   since the last successful call for it.  Returns 1 and sets *native_share once at
+   least min_ns of its CPU time has been watched; returns 0 (and keeps counting) before
+   that. */
 int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share);
 
 /* The last reading of a watched thread's CPU clock, taken at most a look

@@ -81,7 +81,8 @@ static void publish_open(cal_gpu *g, const char *err)
 static void *poller_main(void *arg)
 {
     (void)arg;
-    (void)calx_memory_guard_enter(); /* NVML's allocations are ours, not the program's */
+    (void)
+        calx_memory_guard_enter(); /* NVML's allocations are ours, not the program's */
     pthread_mutex_lock(&G.mu);
     G.tid = (int)gettid();
     if (!G.opened) {
@@ -230,17 +231,15 @@ void calx_gpu_after_fork_child(void)
     G.have_current = 0;
 }
 
-int calx_gpu_tid(void)
-{
-    return __atomic_load_n(&G.tid, __ATOMIC_RELAXED);
-}
+int calx_gpu_tid(void) { return __atomic_load_n(&G.tid, __ATOMIC_RELAXED); }
 
 /* mu held: the state, devices and fallback into the profile. */
 static void fold_state(cal_profile *p, int64_t start_wall)
 {
     cal_gpu_summary *s = cal_profile_gpu(p);
     s->state = G.state;
-    s->reason = G.reason[0] ? cal_profile_string(p, G.reason, strlen(G.reason)) : CAL_PROFILE_NONE;
+    s->reason = G.reason[0] ? cal_profile_string(p, G.reason, strlen(G.reason))
+                            : CAL_PROFILE_NONE;
     s->stopped_at = G.stopped ? G.stopped_at - start_wall : -1;
     s->per_process_util = G.per_process_util;
     s->per_process_memory = G.per_process_memory;
@@ -249,8 +248,10 @@ static void fold_state(cal_profile *p, int64_t start_wall)
     if (s->ndevices == 0 && G.ndevices > 0) {
         s->ndevices = G.ndevices < CAL_PROFILE_GPUS ? G.ndevices : CAL_PROFILE_GPUS;
         for (int i = 0; i < s->ndevices; i++) {
-            s->dev[i].uuid = cal_profile_string(p, G.dev[i].uuid, strlen(G.dev[i].uuid));
-            s->dev[i].name = cal_profile_string(p, G.dev[i].name, strlen(G.dev[i].name));
+            s->dev[i].uuid =
+                cal_profile_string(p, G.dev[i].uuid, strlen(G.dev[i].uuid));
+            s->dev[i].name =
+                cal_profile_string(p, G.dev[i].name, strlen(G.dev[i].name));
             s->dev[i].memory_total = G.dev[i].memory_total;
         }
     }

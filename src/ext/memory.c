@@ -58,17 +58,17 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#define QUEUE_CAP 4096   /* events from threads without the GIL */
-#define QUEUE_FRAMES 32  /* innermost frames kept per queued event */
-#define RECENT 256       /* recent tracked allocations (leak candidates) */
+#define QUEUE_CAP 4096  /* events from threads without the GIL */
+#define QUEUE_FRAMES 32 /* innermost frames kept per queued event */
+#define RECENT 256      /* recent tracked allocations (leak candidates) */
 
 enum qkind { Q_ALLOC, Q_FREE, Q_COPY, Q_FOOTPRINT };
 
 typedef struct qevent {
     uint8_t kind, python, flags;
     int nframes;
-    uint32_t line;   /* Q_FREE: the line index */
-    int64_t a;       /* alloc, free, copy: weight; footprint: live */
+    uint32_t line; /* Q_FREE: the line index */
+    int64_t a;     /* alloc, free, copy: weight; footprint: live */
     int64_t t;
     calx_frame frames[QUEUE_FRAMES];
 } qevent;
@@ -89,7 +89,7 @@ static struct {
 
     /* Protected by the GIL. */
     int attached;
-    int hooked;      /* our PyMem and arena hooks are installed */
+    int hooked; /* our PyMem and arena hooks are installed */
     recent_alloc recent[RECENT];
     size_t recent_next;
     int64_t last_peak_t;
@@ -98,10 +98,10 @@ static struct {
     pthread_mutex_t mu;
     qevent *queue;
     size_t qhead, qlen;
-    const void *watched;   /* the leak detector's allocation */
+    const void *watched; /* the leak detector's allocation */
     uint32_t watched_line;
     atomic_int watched_freed;
-    atomic_int queued;     /* qlen, readable without mu */
+    atomic_int queued; /* qlen, readable without mu */
     atomic_llong dropped;
 } M = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -110,7 +110,8 @@ static struct {
 static cal_shim_pymem orig_mem, orig_obj;
 static cal_shim_arena orig_arena;
 
-_Static_assert(sizeof(cal_shim_pymem) == sizeof(PyMemAllocatorEx), "PyMemAllocatorEx layout");
+_Static_assert(sizeof(cal_shim_pymem) == sizeof(PyMemAllocatorEx),
+               "PyMemAllocatorEx layout");
 _Static_assert(sizeof(cal_shim_arena) == sizeof(PyObjectArenaAllocator),
                "PyObjectArenaAllocator layout");
 
@@ -126,10 +127,7 @@ static const cal_shim_api *shim(void)
     return api;
 }
 
-int calx_memory_available(void)
-{
-    return shim() != NULL;
-}
+int calx_memory_available(void) { return shim() != NULL; }
 
 int calx_memory_guard_enter(void)
 {
@@ -173,7 +171,8 @@ static void volume_add(cal_volume *v, int64_t weight, int python, int copy)
 
 /* Credit a sampled allocation or copy; returns the line index + 1 to
    track the allocation by, or 0. */
-static uint32_t credit(const calx_where *w, int64_t weight, int python, int copy, int64_t t)
+static uint32_t credit(const calx_where *w, int64_t weight, int python, int copy,
+                       int64_t t)
 {
     cal_memory *mem = cal_profile_memory(M.profile);
     if (!copy)
@@ -274,7 +273,8 @@ static void settle_watched(void)
    handlers take mu themselves).  GIL held. */
 static void drain(void)
 {
-    if (!atomic_load_explicit(&M.queued, memory_order_relaxed) && !atomic_load(&M.watched_freed))
+    if (!atomic_load_explicit(&M.queued, memory_order_relaxed) &&
+        !atomic_load(&M.watched_freed))
         return;
     pthread_mutex_lock(&M.mu);
     settle_watched();
@@ -474,12 +474,13 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
 {
     const cal_shim_api *api = shim();
     if (!api) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "calipers: the memory shim is not loaded (run the program with `calipers run`)");
+        PyErr_SetString(PyExc_RuntimeError, "calipers: the memory shim is not loaded "
+                                            "(run the program with `calipers run`)");
         return -1;
     }
     if (M.attached || M.hooked) {
-        PyErr_SetString(PyExc_RuntimeError, "calipers: memory profiling already started");
+        PyErr_SetString(PyExc_RuntimeError,
+                        "calipers: memory profiling already started");
         return -1;
     }
     int g = api->guard_enter();
@@ -498,7 +499,8 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
     arena.free = api->arena_free;
     PyObject_SetArenaAllocator(&arena);
 
-    PyMemAllocatorEx hook = {NULL, api->py_malloc, api->py_calloc, api->py_realloc, api->py_free};
+    PyMemAllocatorEx hook = {NULL, api->py_malloc, api->py_calloc, api->py_realloc,
+                             api->py_free};
     PyMem_GetAllocator(PYMEM_DOMAIN_MEM, (PyMemAllocatorEx *)&orig_mem);
     hook.ctx = &orig_mem;
     PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &hook);
@@ -529,10 +531,7 @@ int calx_memory_restart_in_child(cal_profile *profile)
     return rc;
 }
 
-int64_t calx_memory_inherited(void)
-{
-    return M.base_live;
-}
+int64_t calx_memory_inherited(void) { return M.base_live; }
 
 int64_t calx_memory_pass(void)
 {
@@ -542,7 +541,8 @@ int64_t calx_memory_pass(void)
     cal_shim_counters c;
     M.api->counters(&c);
     int64_t live = c.live_native + c.live_python - M.base_live;
-    cal_series_add(&cal_profile_memory(M.profile)->footprint, calx_sampler_elapsed_ns(), live);
+    cal_series_add(&cal_profile_memory(M.profile)->footprint, calx_sampler_elapsed_ns(),
+                   live);
     return live;
 }
 

@@ -65,28 +65,27 @@ static void free_str_list(char **v, size_t n)
     free(v);
 }
 
-static char *opt_strdup(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
+static char *opt_strdup(const char *s) { return s ? strdup(s) : NULL; }
 
-PyDoc_STRVAR(start_doc,
-"start(interval, profile_all, only, exclude, library, self_dir, cwd,\n"
-"      alloc_mean=0, copy_mean=0, threshold=0, since=0, gpu=0)\n\n"
-"Start the CPU sampler.  interval is the mean sampling interval in seconds.\n"
-"since: the profile's clock starts that many seconds ago (a program that\n"
-"the profiled main process exec'd goes on with its clock).\n"
-"With alloc_mean > 0 (bytes between allocation samples) also profile\n"
-"memory, if the shim is loaded.  gpu: 0 off, 1 if an NVIDIA driver is\n"
-"there, 2 on (saying why not if it cannot be).  Returns whether memory\n"
-"is profiled.");
+PyDoc_STRVAR(
+    start_doc,
+    "start(interval, profile_all, only, exclude, library, self_dir, cwd,\n"
+    "      alloc_mean=0, copy_mean=0, threshold=0, since=0, gpu=0)\n\n"
+    "Start the CPU sampler.  interval is the mean sampling interval in seconds.\n"
+    "since: the profile's clock starts that many seconds ago (a program that\n"
+    "the profiled main process exec'd goes on with its clock).\n"
+    "With alloc_mean > 0 (bytes between allocation samples) also profile\n"
+    "memory, if the shim is loaded.  gpu: 0 off, 1 if an NVIDIA driver is\n"
+    "there, 2 on (saying why not if it cannot be).  Returns whether memory\n"
+    "is profiled.");
 
 static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *kwlist[] = {"interval", "profile_all", "only", "exclude", "library",
-                             "self_dir", "cwd", "alloc_mean", "copy_mean", "threshold", "since",
-                             "gpu", NULL};
+    static char *kwlist[] = {"interval",  "profile_all", "only",  "exclude",
+                             "library",   "self_dir",    "cwd",   "alloc_mean",
+                             "copy_mean", "threshold",   "since", "gpu",
+                             NULL};
     double interval;
     int profile_all = 0;
     PyObject *only = NULL, *exclude = NULL, *library = NULL;
@@ -94,9 +93,10 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     long long alloc_mean = 0, copy_mean = 0, threshold = 0;
     double since = 0;
     int gpu = CALX_GPU_OFF;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "d|pOOOzzLLLdi", kwlist, &interval, &profile_all,
-                                     &only, &exclude, &library, &self_dir, &cwd, &alloc_mean,
-                                     &copy_mean, &threshold, &since, &gpu))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "d|pOOOzzLLLdi", kwlist, &interval,
+                                     &profile_all, &only, &exclude, &library, &self_dir,
+                                     &cwd, &alloc_mean, &copy_mean, &threshold, &since,
+                                     &gpu))
         return NULL;
     if (gpu < CALX_GPU_OFF || gpu > CALX_GPU_ON) {
         PyErr_SetString(PyExc_ValueError, "gpu must be 0 (off), 1 (auto) or 2 (on)");
@@ -112,7 +112,8 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     }
     calx_filter f = {0};
     f.profile_all = profile_all;
-    if (str_list(only, &f.only, &f.nonly) || str_list(exclude, &f.exclude, &f.nexclude) ||
+    if (str_list(only, &f.only, &f.nonly) ||
+        str_list(exclude, &f.exclude, &f.nexclude) ||
         str_list(library, &f.library, &f.nlibrary)) {
         calx_filter_free(&f);
         return NULL;
@@ -137,10 +138,11 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     Py_RETURN_TRUE;
 }
 
-PyDoc_STRVAR(restart_in_child_doc,
-"restart_in_child() -> bool\n\n"
-"In a forked child of a profiled process: start a fresh profile of this\n"
-"process with the parent's settings.  Returns whether memory is profiled.");
+PyDoc_STRVAR(
+    restart_in_child_doc,
+    "restart_in_child() -> bool\n\n"
+    "In a forked child of a profiled process: start a fresh profile of this\n"
+    "process with the parent's settings.  Returns whether memory is profiled.");
 
 static PyObject *py_restart_in_child(PyObject *self, PyObject *noargs)
 {
@@ -151,7 +153,8 @@ static PyObject *py_restart_in_child(PyObject *self, PyObject *noargs)
     calx_memory_guard_leave(guard);
     if (rc != 0)
         return NULL;
-    if (!calx_memory_available() || calx_memory_restart_in_child(calx_sampler_profile()) != 0) {
+    if (!calx_memory_available() ||
+        calx_memory_restart_in_child(calx_sampler_profile()) != 0) {
         PyErr_Clear(); /* not profiling memory in the parent either */
         Py_RETURN_FALSE;
     }
@@ -159,9 +162,9 @@ static PyObject *py_restart_in_child(PyObject *self, PyObject *noargs)
 }
 
 PyDoc_STRVAR(fork_before_doc,
-"fork_before()\n\n"
-"os.register_at_fork(before=...): stop the profiler's threads for the\n"
-"fork (the profile goes on; fork_after_parent starts them again).");
+             "fork_before()\n\n"
+             "os.register_at_fork(before=...): stop the profiler's threads for the\n"
+             "fork (the profile goes on; fork_after_parent starts them again).");
 
 static PyObject *py_fork_before(PyObject *self, PyObject *noargs)
 {
@@ -186,11 +189,12 @@ static PyObject *py_set_awaiting(PyObject *self, PyObject *callback)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(watch_signals_doc,
-"watch_signals(callback)\n\n"
-"On SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 or SIGALRM, if the program\n"
-"has not set a handler for it, call callback(signum) from a helper thread\n"
-"with the GIL, then end the process by that signal.");
+PyDoc_STRVAR(
+    watch_signals_doc,
+    "watch_signals(callback)\n\n"
+    "On SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 or SIGALRM, if the program\n"
+    "has not set a handler for it, call callback(signum) from a helper thread\n"
+    "with the GIL, then end the process by that signal.");
 
 static PyObject *py_watch_signals(PyObject *self, PyObject *callback)
 {
@@ -214,11 +218,12 @@ static PyObject *py_unwatch_signals(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(set_periodic_doc,
-"set_periodic(callback, interval, request_path)\n\n"
-"Call callback(reason) from the sampler thread, with the GIL, every\n"
-"`interval` seconds (0: never) with reason 'interval', and when the file\n"
-"request_path (or None) exists with reason 'request'.  None turns it off.");
+PyDoc_STRVAR(
+    set_periodic_doc,
+    "set_periodic(callback, interval, request_path)\n\n"
+    "Call callback(reason) from the sampler thread, with the GIL, every\n"
+    "`interval` seconds (0: never) with reason 'interval', and when the file\n"
+    "request_path (or None) exists with reason 'request'.  None turns it off.");
 
 static PyObject *py_set_periodic(PyObject *self, PyObject *args)
 {
@@ -243,8 +248,8 @@ static PyObject *py_set_periodic(PyObject *self, PyObject *args)
 }
 
 PyDoc_STRVAR(set_switch_doc,
-"set_switch(path)\n\n"
-"Profiling is off while the file `path` exists (None: no such file).");
+             "set_switch(path)\n\n"
+             "Profiling is off while the file `path` exists (None: no such file).");
 
 static PyObject *py_set_switch(PyObject *self, PyObject *args)
 {
@@ -275,11 +280,12 @@ static PyObject *py_snapshot(PyObject *self, PyObject *noargs)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(merge_doc,
-"merge(profile, start_unix)\n\n"
-"Add another process's JSON profile (str or bytes) to this one; start_unix\n"
-"is when this process's profiling started.  Raises ValueError for a\n"
-"corrupt or foreign profile (nothing is added), MemoryError.");
+PyDoc_STRVAR(
+    merge_doc,
+    "merge(profile, start_unix)\n\n"
+    "Add another process's JSON profile (str or bytes) to this one; start_unix\n"
+    "is when this process's profiling started.  Raises ValueError for a\n"
+    "corrupt or foreign profile (nothing is added), MemoryError.");
 
 static PyObject *py_merge(PyObject *self, PyObject *args)
 {
@@ -306,7 +312,8 @@ static PyObject *py_merge(PyObject *self, PyObject *args)
     calx_memory_guard_leave(guard);
     cal_jdoc_free(&doc);
     if (rc != 0) {
-        PyErr_SetString(strcmp(err, "out of memory") ? PyExc_ValueError : PyExc_MemoryError, err);
+        PyErr_SetString(
+            strcmp(err, "out of memory") ? PyExc_ValueError : PyExc_MemoryError, err);
         return NULL;
     }
     Py_RETURN_NONE;
@@ -330,8 +337,8 @@ static PyObject *py_running(PyObject *self, PyObject *noargs)
     return PyBool_FromLong(calx_sampler_running());
 }
 
-PyDoc_STRVAR(set_thread_names_doc,
-"set_thread_names(names)\n\nName profiled threads: names maps thread ident to name.");
+PyDoc_STRVAR(set_thread_names_doc, "set_thread_names(names)\n\nName profiled threads: "
+                                   "names maps thread ident to name.");
 
 static PyObject *py_set_thread_names(PyObject *self, PyObject *names)
 {
@@ -399,7 +406,8 @@ static int meta_from_dict(PyObject *d, meta_holder *h)
     }
     if (str_list(PyDict_GetItemString(d, "argv"), &h->argv, &h->argc) ||
         str_list(PyDict_GetItemString(d, "profile_only"), &h->only, &h->nonly) ||
-        str_list(PyDict_GetItemString(d, "profile_exclude"), &h->exclude, &h->nexclude) ||
+        str_list(PyDict_GetItemString(d, "profile_exclude"), &h->exclude,
+                 &h->nexclude) ||
         str_list(PyDict_GetItemString(d, "notes"), &h->notes, &h->nnotes))
         return -1;
     cal_meta *m = &h->m;
@@ -462,8 +470,8 @@ static int set_process(cal_profile *p, PyObject *meta, const meta_holder *h)
     pr->inherited = calx_memory_inherited();
     if (cal_profile_nprocesses(p) == 1) /* else merging fixed it */
         pr->peak = mem->enabled ? mem->peak : -1;
-    if (pr->argc == 0 &&
-        cal_profile_process_set_argv(p, 0, (const char *const *)h->argv, h->argc) != 0) {
+    if (pr->argc == 0 && cal_profile_process_set_argv(
+                             p, 0, (const char *const *)h->argv, h->argc) != 0) {
         PyErr_NoMemory();
         return -1;
     }
@@ -498,12 +506,14 @@ static int render(PyObject *meta, cal_buf *b)
 /* The buffer as a str; frees it. */
 static PyObject *buf_to_str_free(cal_buf *b)
 {
-    PyObject *r = PyUnicode_DecodeUTF8(b->data ? b->data : "", (Py_ssize_t)b->len, "replace");
+    PyObject *r =
+        PyUnicode_DecodeUTF8(b->data ? b->data : "", (Py_ssize_t)b->len, "replace");
     cal_buf_free(b);
     return r;
 }
 
-PyDoc_STRVAR(json_doc, "json(meta) -> str\n\nThe profile collected so far, as JSON text.");
+PyDoc_STRVAR(json_doc,
+             "json(meta) -> str\n\nThe profile collected so far, as JSON text.");
 
 static PyObject *py_json(PyObject *self, PyObject *meta)
 {
@@ -515,8 +525,9 @@ static PyObject *py_json(PyObject *self, PyObject *meta)
 }
 
 PyDoc_STRVAR(write_json_doc,
-"write_json(path, meta) -> str\n\nWrite the profile to path atomically (a temporary file\n"
-"renamed over it) and return its text.  Raises OSError on failure.");
+             "write_json(path, meta) -> str\n\nWrite the profile to path atomically (a "
+             "temporary file\n"
+             "renamed over it) and return its text.  Raises OSError on failure.");
 
 static PyObject *py_write_json(PyObject *self, PyObject *args)
 {
@@ -530,10 +541,9 @@ static PyObject *py_write_json(PyObject *self, PyObject *args)
         return NULL;
     }
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = cal_buf_write_file(&b, PyBytes_AS_STRING(path_obj));
-    Py_END_ALLOW_THREADS
-    if (rc != 0) {
+    Py_BEGIN_ALLOW_THREADS rc = cal_buf_write_file(&b, PyBytes_AS_STRING(path_obj));
+    Py_END_ALLOW_THREADS if (rc != 0)
+    {
         cal_buf_free(&b);
         PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
         Py_DECREF(path_obj);
@@ -549,14 +559,13 @@ static int parse_profile(const char *text, Py_ssize_t len, cal_jdoc *doc)
 {
     char err[256], why[300];
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = cal_jdoc_parse(doc, text, (size_t)len, err, sizeof err);
+    Py_BEGIN_ALLOW_THREADS rc = cal_jdoc_parse(doc, text, (size_t)len, err, sizeof err);
     if (rc == 0)
         rc = cal_view_check(doc->root, why, sizeof why);
     else
         snprintf(why, sizeof why, "corrupt profile: %s", err);
-    Py_END_ALLOW_THREADS
-    if (rc != 0) {
+    Py_END_ALLOW_THREADS if (rc != 0)
+    {
         cal_jdoc_free(doc);
         PyErr_SetString(PyExc_ValueError, why);
     }
@@ -574,12 +583,13 @@ static PyObject *rendered(cal_jdoc *doc, cal_buf *b)
     return buf_to_str_free(b);
 }
 
-PyDoc_STRVAR(render_text_doc,
-"render_text(profile, width, tty, min_percent, max_rows, outfile) -> str\n\n"
-"The terminal report of a JSON profile (str or bytes): `width` columns,\n"
-"ANSI colour and glyphs if `tty`, lines holding at least `min_percent` of\n"
-"time or memory, at most `max_rows` of them; `outfile` (or None) is named\n"
-"at the end.  Raises ValueError for a corrupt or foreign profile.");
+PyDoc_STRVAR(
+    render_text_doc,
+    "render_text(profile, width, tty, min_percent, max_rows, outfile) -> str\n\n"
+    "The terminal report of a JSON profile (str or bytes): `width` columns,\n"
+    "ANSI colour and glyphs if `tty`, lines holding at least `min_percent` of\n"
+    "time or memory, at most `max_rows` of them; `outfile` (or None) is named\n"
+    "at the end.  Raises ValueError for a corrupt or foreign profile.");
 
 static PyObject *py_render_text(PyObject *self, PyObject *args)
 {
@@ -588,8 +598,8 @@ static PyObject *py_render_text(PyObject *self, PyObject *args)
     Py_ssize_t len;
     int width, tty, max_rows;
     double min_percent;
-    if (!PyArg_ParseTuple(args, "s#ipdiz", &text, &len, &width, &tty, &min_percent, &max_rows,
-                          &outfile))
+    if (!PyArg_ParseTuple(args, "s#ipdiz", &text, &len, &width, &tty, &min_percent,
+                          &max_rows, &outfile))
         return NULL;
     cal_jdoc doc;
     if (parse_profile(text, len, &doc) != 0)
@@ -597,19 +607,17 @@ static PyObject *py_render_text(PyObject *self, PyObject *args)
     cal_view_opts o = {width, tty, min_percent, max_rows, outfile};
     cal_buf b;
     cal_buf_init(&b);
-    Py_BEGIN_ALLOW_THREADS
-    cal_view_text(doc.root, &o, &b);
-    Py_END_ALLOW_THREADS
-    return rendered(&doc, &b);
+    Py_BEGIN_ALLOW_THREADS cal_view_text(doc.root, &o, &b);
+    Py_END_ALLOW_THREADS return rendered(&doc, &b);
 }
 
 extern const char calx_viewer_html[];
 extern const size_t calx_viewer_html_len;
 
 PyDoc_STRVAR(render_html_doc,
-"render_html(profile) -> str\n\n"
-"The self-contained HTML viewer of a JSON profile (str or bytes).\n"
-"Raises ValueError for a corrupt or foreign profile.");
+             "render_html(profile) -> str\n\n"
+             "The self-contained HTML viewer of a JSON profile (str or bytes).\n"
+             "Raises ValueError for a corrupt or foreign profile.");
 
 static PyObject *py_render_html(PyObject *self, PyObject *args)
 {
@@ -623,10 +631,9 @@ static PyObject *py_render_html(PyObject *self, PyObject *args)
         return NULL;
     cal_buf b;
     cal_buf_init(&b);
-    Py_BEGIN_ALLOW_THREADS
-    cal_view_html(doc.root, text, (size_t)len, calx_viewer_html, calx_viewer_html_len, &b);
-    Py_END_ALLOW_THREADS
-    return rendered(&doc, &b);
+    Py_BEGIN_ALLOW_THREADS cal_view_html(doc.root, text, (size_t)len, calx_viewer_html,
+                                         calx_viewer_html_len, &b);
+    Py_END_ALLOW_THREADS return rendered(&doc, &b);
 }
 
 static PyObject *py_layout_problem(PyObject *self, PyObject *noargs)
@@ -640,22 +647,29 @@ static PyObject *py_layout_problem(PyObject *self, PyObject *noargs)
 
 static PyMethodDef methods[] = {
     {"layout_problem", py_layout_problem, METH_NOARGS,
-     "layout_problem() -> str or None\n\nWhy this interpreter's frames are not read (then time and\n"
+     "layout_problem() -> str or None\n\nWhy this interpreter's frames are not read "
+     "(then time and\n"
      "memory are not credited to lines), or None when they are."},
-    {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS, start_doc},
+    {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
+     start_doc},
     {"stop", py_stop, METH_VARARGS,
-     "stop(leaving=False)\n\nStop sampling; take a last sample.  leaving: the process is about\n"
-     "to end without finalising (os._exit, exec, a signal), so the profiler's threads are\n"
+     "stop(leaving=False)\n\nStop sampling; take a last sample.  leaving: the process "
+     "is about\n"
+     "to end without finalising (os._exit, exec, a signal), so the profiler's threads "
+     "are\n"
      "not waited for."},
     {"restart_in_child", py_restart_in_child, METH_NOARGS, restart_in_child_doc},
     {"fork_before", py_fork_before, METH_NOARGS, fork_before_doc},
     {"fork_after_parent", py_fork_after_parent, METH_NOARGS,
-     "fork_after_parent()\n\nos.register_at_fork(after_in_parent=...): undo fork_before."},
+     "fork_after_parent()\n\nos.register_at_fork(after_in_parent=...): undo "
+     "fork_before."},
     {"set_awaiting", py_set_awaiting, METH_O,
-     "set_awaiting(callback)\n\ncallback(thread ident) -> the coroutine chains an idle asyncio loop awaits."},
+     "set_awaiting(callback)\n\ncallback(thread ident) -> the coroutine chains an idle "
+     "asyncio loop awaits."},
     {"watch_signals", py_watch_signals, METH_O, watch_signals_doc},
     {"unwatch_signals", py_unwatch_signals, METH_VARARGS,
-     "unwatch_signals(leaving=False)\n\nUndo watch_signals; leaving: the process is about to\n"
+     "unwatch_signals(leaving=False)\n\nUndo watch_signals; leaving: the process is "
+     "about to\n"
      "end (os._exit, exec), so the helper thread is not waited for."},
     {"merge", py_merge, METH_VARARGS, merge_doc},
     {"set_periodic", py_set_periodic, METH_VARARGS, set_periodic_doc},
@@ -663,7 +677,8 @@ static PyMethodDef methods[] = {
     {"set_paused", py_set_paused, METH_O,
      "set_paused(off)\n\nSwitch profiling off (True) or on (False) in this process."},
     {"snapshot", py_snapshot, METH_NOARGS,
-     "snapshot()\n\nBring the end-of-run figures up to now, to write the profile while running."},
+     "snapshot()\n\nBring the end-of-run figures up to now, to write the profile while "
+     "running."},
     {"running", py_running, METH_NOARGS, "running() -> bool"},
     {"set_thread_names", py_set_thread_names, METH_O, set_thread_names_doc},
     {"json", py_json, METH_O, json_doc},
@@ -674,8 +689,15 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "_calipers", "The calipers engine (C).", -1, methods,
-    NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT,
+    "_calipers",
+    "The calipers engine (C).",
+    -1,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
 PyMODINIT_FUNC PyInit__calipers(void)

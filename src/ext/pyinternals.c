@@ -70,9 +70,9 @@
 #include "internal/pycore_gil.h"
 #if PY_VERSION_HEX >= 0x030C0000
 #include "internal/pycore_pystate.h"
-#include "internal/pycore_obmalloc.h"   /* _PyObject_DebugMallocStats */
+#include "internal/pycore_obmalloc.h" /* _PyObject_DebugMallocStats */
 #elif PY_VERSION_HEX >= 0x030B0000
-#include "internal/pycore_pymem.h"      /* _PyObject_DebugMallocStats */
+#include "internal/pycore_pymem.h" /* _PyObject_DebugMallocStats */
 #endif
 #pragma GCC diagnostic pop
 #endif /* CALX_KNOWN_LAYOUT */
@@ -163,7 +163,8 @@ static int skipped(frame_t *f)
 static frame_t *next_frame(frame_t *f) { return f->previous; }
 static int live_line(frame_t *f)
 {
-    return PyCode_Addr2Line(code_of(f), _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT));
+    return PyCode_Addr2Line(code_of(f),
+                            _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT));
 }
 #else
 typedef PyFrameObject frame_t;
@@ -183,7 +184,11 @@ static int line_at(frame_t *f, intptr_t at)
     return PyCode_Addr2Line(code, (int)(at * LASTI_UNIT));
 }
 static frame_t *first_frame(const PyThreadState *ts) { return ts->frame; }
-static int skipped(frame_t *f) { (void)f; return 0; }
+static int skipped(frame_t *f)
+{
+    (void)f;
+    return 0;
+}
 static frame_t *next_frame(frame_t *f) { return f->f_back; }
 static PyCodeObject *code_of(frame_t *f) { return f->f_code; }
 static int live_line(frame_t *f) { return PyFrame_GetLineNumber(f); }
@@ -199,7 +204,8 @@ static int peeked_at(frame_t *f, const calx_peek *pk)
             continue;
         frame_t *g = f;
         for (int k = i; k < pk->n && g; k++, g = next_frame(g))
-            if (pk->f[k].frame != (const void *)g || pk->f[k].code != (const void *)CODE_OF(g))
+            if (pk->f[k].frame != (const void *)g ||
+                pk->f[k].code != (const void *)CODE_OF(g))
                 return -1;
         return i;
     }
@@ -241,7 +247,7 @@ static struct {
     size_t copy, previous, executable, instr;
 } peek_at = {offsetof(frame_t, FRAME_LOCALS), 0, 0, 0};
 
-static int peek_off; /* process_vm_readv is not allowed here */
+static int peek_off;           /* process_vm_readv is not allowed here */
 static cal_vmread peek_window; /* the sampler thread's only */
 
 #if PY_VERSION_HEX >= 0x030D0000
@@ -287,7 +293,8 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
 #if PY_VERSION_HEX >= 0x030D0000
         /* 3.14's tagged reference: the pointer is the word less its tag
            (the same on 3.13, whose word is the pointer). */
-        out->f[k].code = (const void *)(word_at(u.raw, peek_at.executable) & ~(uintptr_t)7);
+        out->f[k].code =
+            (const void *)(word_at(u.raw, peek_at.executable) & ~(uintptr_t)7);
         out->f[k].at = (intptr_t)word_at(u.raw, peek_at.instr);
         f = (const void *)word_at(u.raw, peek_at.previous);
 #else
@@ -309,33 +316,47 @@ int calx_layout_check(void)
        _PyRuntime, for debuggers and out-of-process profilers. */
     const _Py_DebugOffsets *d = &_PyRuntime.debug_offsets;
     static char why[160];
-    uint64_t built = PY_VERSION_HEX & ~(uint64_t)0xFF, running = d->version & ~(uint64_t)0xFF;
+    uint64_t built = PY_VERSION_HEX & ~(uint64_t)0xFF,
+             running = d->version & ~(uint64_t)0xFF;
     if (memcmp(d->cookie, _Py_Debug_Cookie, sizeof(d->cookie)) != 0) {
         layout_problem = "the interpreter publishes no _Py_DebugOffsets";
         return -1;
     }
     if ((running >> 16) != (built >> 16)) {
         snprintf(why, sizeof why, "built for CPython %d.%d, running on %d.%d",
-                 (int)(built >> 24), (int)((built >> 16) & 0xFF),
-                 (int)(running >> 24), (int)((running >> 16) & 0xFF));
+                 (int)(built >> 24), (int)((built >> 16) & 0xFF), (int)(running >> 24),
+                 (int)((running >> 16) & 0xFF));
         layout_problem = why;
         return -1;
     }
-    struct { const char *name; uint64_t runtime, ours; } fields[] = {
-        {"thread_state.current_frame", d->thread_state.current_frame, offsetof(PyThreadState, current_frame)},
-        {"thread_state.thread_id", d->thread_state.thread_id, offsetof(PyThreadState, thread_id)},
-        {"interpreter_frame.previous", d->interpreter_frame.previous, offsetof(frame_t, previous)},
-        {"interpreter_frame.executable", d->interpreter_frame.executable, offsetof(frame_t, f_executable)},
-        {"interpreter_frame.instr_ptr", d->interpreter_frame.instr_ptr, offsetof(frame_t, instr_ptr)},
-        {"interpreter_frame.localsplus", d->interpreter_frame.localsplus, offsetof(frame_t, localsplus)},
-        {"interpreter_frame.owner", d->interpreter_frame.owner, offsetof(frame_t, owner)},
-        {"code_object.co_code_adaptive", d->code_object.co_code_adaptive, offsetof(PyCodeObject, co_code_adaptive)},
+    struct {
+        const char *name;
+        uint64_t runtime, ours;
+    } fields[] = {
+        {"thread_state.current_frame", d->thread_state.current_frame,
+         offsetof(PyThreadState, current_frame)},
+        {"thread_state.thread_id", d->thread_state.thread_id,
+         offsetof(PyThreadState, thread_id)},
+        {"interpreter_frame.previous", d->interpreter_frame.previous,
+         offsetof(frame_t, previous)},
+        {"interpreter_frame.executable", d->interpreter_frame.executable,
+         offsetof(frame_t, f_executable)},
+        {"interpreter_frame.instr_ptr", d->interpreter_frame.instr_ptr,
+         offsetof(frame_t, instr_ptr)},
+        {"interpreter_frame.localsplus", d->interpreter_frame.localsplus,
+         offsetof(frame_t, localsplus)},
+        {"interpreter_frame.owner", d->interpreter_frame.owner,
+         offsetof(frame_t, owner)},
+        {"code_object.co_code_adaptive", d->code_object.co_code_adaptive,
+         offsetof(PyCodeObject, co_code_adaptive)},
     };
     for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
         if (fields[k].runtime != fields[k].ours) {
-            snprintf(why, sizeof why, "the interpreter's %s is at %llu, not %llu as in the headers "
-                     "calipers was built with", fields[k].name,
-                     (unsigned long long)fields[k].runtime, (unsigned long long)fields[k].ours);
+            snprintf(why, sizeof why,
+                     "the interpreter's %s is at %llu, not %llu as in the headers "
+                     "calipers was built with",
+                     fields[k].name, (unsigned long long)fields[k].runtime,
+                     (unsigned long long)fields[k].ours);
             layout_problem = why;
             return -1;
         }
@@ -436,7 +457,8 @@ int64_t calx_pymalloc_arena_bytes(void)
 int calx_layout_check(void)
 {
     static char why[96];
-    snprintf(why, sizeof why, "calipers knows the frame layouts of CPython 3.9 to 3.%d, not %d.%d",
+    snprintf(why, sizeof why,
+             "calipers knows the frame layouts of CPython 3.9 to 3.%d, not %d.%d",
              CALX_NEWEST_KNOWN_MINOR, PY_MAJOR_VERSION, PY_MINOR_VERSION);
     layout_problem = why;
     return -1;
@@ -485,9 +507,9 @@ PyThreadState *calx_current_if_gil_held(void)
     PyThreadState *mine = PyGILState_GetThisThreadState();
     if (!mine)
         return NULL;
-    /* 3.9-3.11: the runtime's current thread state, which only the GIL's
-       holder sets (to itself) and clears before it lets go.  3.12+: this
-       thread's attached thread state, NULL while it is detached. */
+        /* 3.9-3.11: the runtime's current thread state, which only the GIL's
+           holder sets (to itself) and clears before it lets go.  3.12+: this
+           thread's attached thread state, NULL while it is detached. */
 #if PY_VERSION_HEX >= 0x030D0000
     PyThreadState *cur = PyThreadState_GetUnchecked();
 #else

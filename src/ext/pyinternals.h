@@ -53,7 +53,8 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out);
    innermost frame the peek saw that is still on the stack, and the frames
    the peek saw get the lines they were on then.  Returns the number of
    frames stored (the walk stops at `max`).  Caller holds the GIL. */
-int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out, int max);
+int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out,
+                       int max);
 
 /* Hold the runtime's thread-list lock (HEAD_LOCK) while iterating
    PyInterpreterState_ThreadHead()/PyThreadState_Next(): thread states can be

@@ -95,9 +95,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_FRAMES 4096     /* deeper stacks lose their outermost frames */
-#define SERVICE_NS 50000     /* a service needing more main-thread CPU is "delayed" */
-#define TAKEOVER_NS 1000000  /* how long to wait for the main thread */
+#define MAX_FRAMES 4096        /* deeper stacks lose their outermost frames */
+#define SERVICE_NS 50000       /* a service needing more main-thread CPU is "delayed" */
+#define TAKEOVER_NS 1000000    /* how long to wait for the main thread */
 #define MIN_WATCHED_NS 2000000 /* CPU watched before a thread's split is updated */
 #define GPU_PERIOD_NS 50000000 /* at most one NVML reading per 50 ms */
 
@@ -121,13 +121,13 @@ typedef struct calx_thread {
     int seen;
     int name_tries;
     double native_share; /* of its CPU, last seen by gilwatch */
-    const void *ts;  /* its latest thread state (gilwatch's fallback, if
-                        the holder's thread id cannot be read) */
+    const void *ts;      /* its latest thread state (gilwatch's fallback, if
+                            the holder's thread id cannot be read) */
     int64_t last_wall, last_cpu, last_sys;
     int64_t sys_carry;
-    place left; /* where a sample last found it in Python (file NONE:
-                   in no profiled code) */
-    int left_set; /* a sample has found it in Python */
+    place left;         /* where a sample last found it in Python (file NONE:
+                           in no profiled code) */
+    int left_set;       /* a sample has found it in Python */
     cal_times unplaced; /* Python it ran before any sample found it in
                            Python: for the first place one does */
 } calx_thread;
@@ -141,8 +141,8 @@ typedef struct native_thread {
     uint32_t stat;
     int seen;
     int64_t last_cpu, last_sys, sys_carry; /* credited up to */
-    int fresh;                  /* seen once, born since profiling started */
-    cal_thread_times first;     /* its clocks then */
+    int fresh;                             /* seen once, born since profiling started */
+    cal_thread_times first;                /* its clocks then */
 } native_thread;
 
 /* Per-pass scratch entry: one thread's clocks and where it is. */
@@ -151,9 +151,9 @@ typedef struct pass_entry {
     cal_thread_times times;
     uint32_t file, func;
     int32_t line;
-    size_t funcs_at, nfuncs; /* its functions in E.pass_funcs */
-    int loop_idle; /* in an asyncio event loop, between callbacks */
-    int frameless; /* outside Python: no frame at all */
+    size_t funcs_at, nfuncs;       /* its functions in E.pass_funcs */
+    int loop_idle;                 /* in an asyncio event loop, between callbacks */
+    int frameless;                 /* outside Python: no frame at all */
     const cal_thread_times *asked; /* the main thread, blocked since the
                                       tick that asked: its clocks then */
 } pass_entry;
@@ -200,12 +200,12 @@ typedef struct engine {
     int threads_changed;        /* the registry changed since gilwatch was told */
     native_thread *natives;
     size_t nnatives, natives_cap;
-    int64_t native_scans;       /* scans of /proc/self/task so far */
-    int sampler_tid;            /* our own threads, never counted */
-    PyObject *awaiting;         /* awaiting(ident) -> coroutine chains, or NULL */
+    int64_t native_scans; /* scans of /proc/self/task so far */
+    int sampler_tid;      /* our own threads, never counted */
+    PyObject *awaiting;   /* awaiting(ident) -> coroutine chains, or NULL */
     awaiting_stash loops[MAX_LOOPS];
     size_t nloops;
-    int in_pass;                /* a pass is running (it may call Python) */
+    int in_pass; /* a pass is running (it may call Python) */
     int64_t dropped;
     int64_t start_wall;
 
@@ -215,7 +215,7 @@ typedef struct engine {
     unsigned long main_ident;
     clockid_t main_clock;
     int64_t interval_ns;
-    int gpu_mode;      /* CALX_GPU_*: only the run's first process polls */
+    int gpu_mode; /* CALX_GPU_*: only the run's first process polls */
     pid_t pid;
     pthread_t thread;
     int thread_started;
@@ -223,9 +223,9 @@ typedef struct engine {
 
     /* Periodic writes and requests (set before the thread starts, or with
        the GIL; read by the sampler thread). */
-    PyObject *periodic;       /* callback(reason), or NULL */
-    int64_t periodic_ns;      /* 0: only on request */
-    char *request_path;       /* a file whose existence is a request, or NULL */
+    PyObject *periodic;  /* callback(reason), or NULL */
+    int64_t periodic_ns; /* 0: only on request */
+    char *request_path;  /* a file whose existence is a request, or NULL */
     int64_t next_periodic, next_request_check;
 
     /* Switching off and on (E.mu): profiling is off while switch_path
@@ -236,25 +236,25 @@ typedef struct engine {
     int64_t paused_since, paused_ns;
 
     /* The handshake. */
-    atomic_int active;        /* profiling in this process */
+    atomic_int active; /* profiling in this process */
     atomic_int stopping;
-    atomic_int leaving;       /* with stopping: the process is ending, the
-                                 thread ends without touching the GIL */
-    atomic_uint generation;   /* of the sampler thread: one left running by
-                                 a leaving stop ends if another starts */
-    atomic_int call_queued;   /* a pending call is queued, not yet run */
-    int64_t tick_main_cpu;    /* E.mu: the main thread's CPU clock at the
-                                 tick that queued the call (-1: unread) */
-    int64_t tick_wall;        /* E.mu: and when */
+    atomic_int leaving;          /* with stopping: the process is ending, the
+                                    thread ends without touching the GIL */
+    atomic_uint generation;      /* of the sampler thread: one left running by
+                                    a leaving stop ends if another starts */
+    atomic_int call_queued;      /* a pending call is queued, not yet run */
+    int64_t tick_main_cpu;       /* E.mu: the main thread's CPU clock at the
+                                    tick that queued the call (-1: unread) */
+    int64_t tick_wall;           /* E.mu: and when */
     cal_thread_times tick_times; /* E.mu: and its clocks */
-    main_cut cut;             /* E.mu: the latest tick while it was queued */
-    atomic_ullong served;     /* count of serviced calls */
+    main_cut cut;                /* E.mu: the latest tick while it was queued */
+    atomic_ullong served;        /* count of serviced calls */
     unsigned long sampler_ident; /* GIL: the sampler thread's pthread id
                                     while its thread state exists */
-    int sampler_ready;        /* E.mu: it has its thread state and ticks */
+    int sampler_ready;           /* E.mu: it has its thread state and ticks */
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;        /* signalled on service, on stop and when ready */
+    pthread_cond_t cv; /* signalled on service, on stop and when ready */
 } engine;
 
 static engine E = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -297,7 +297,8 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
     if (grow_one((void **)&E.threads, &E.cap, E.nthreads, sizeof(*E.threads)) != 0)
         return NULL;
     int is_main = ident == E.main_ident;
-    uint32_t stat = cal_profile_thread(E.profile, ident, cal_clock_thread_tid(clock), is_main);
+    uint32_t stat =
+        cal_profile_thread(E.profile, ident, cal_clock_thread_tid(clock), is_main);
     if (stat == CAL_PROFILE_NONE)
         return NULL;
     calx_thread *th = &E.threads[E.nthreads++];
@@ -329,7 +330,8 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
                                                                  : nt->first.cpu_ns;
             t.native_ns = nt->first.cpu_ns - t.system_ns;
             if (!atomic_load(&E.paused) &&
-                cal_profile_add_sample(E.profile, stat, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE, &t) != 0)
+                cal_profile_add_sample(E.profile, stat, CAL_PROFILE_NONE, 0,
+                                       CAL_PROFILE_NONE, &t) != 0)
                 E.dropped++;
             now = nt->first;
         } else if (nt) {
@@ -438,7 +440,8 @@ static int attribute(PyThreadState *ts, const calx_peek *peek, pass_entry *pe)
     pe->frameless = n == 0;
     int loop_seen = 0;
     for (int i = 0; i < n; i++) {
-        const calx_code *ci = calx_codes_get(&E.codes, &E.filter, E.profile, E.frames[i].code);
+        const calx_code *ci =
+            calx_codes_get(&E.codes, &E.filter, E.profile, E.frames[i].code);
         if (!ci)
             return -1;
         if (!loop_seen && ci->loop != CALX_LOOP_NONE) {
@@ -507,7 +510,8 @@ int calx_sampler_where(PyThreadState *ts, calx_where *w)
         return -1;
     int n = calx_thread_frames(ts, NULL, where_frames, MAX_FRAMES);
     for (int i = 0; i < n; i++) {
-        const calx_code *ci = calx_codes_get(&E.codes, &E.filter, E.profile, where_frames[i].code);
+        const calx_code *ci =
+            calx_codes_get(&E.codes, &E.filter, E.profile, where_frames[i].code);
         if (!ci)
             return -1;
         where_add(w, ci, where_frames[i].line);
@@ -525,10 +529,7 @@ void calx_sampler_where_cached(const calx_frame *frames, int n, calx_where *w)
     }
 }
 
-int64_t calx_sampler_elapsed_ns(void)
-{
-    return cal_clock_now_ns() - E.start_wall;
-}
+int64_t calx_sampler_elapsed_ns(void) { return cal_clock_now_ns() - E.start_wall; }
 
 /* The CPU and system time since the last reading, with system time carried
    over so that it never exceeds CPU time and sums to the kernel's total. */
@@ -574,7 +575,8 @@ static void observe_gpu(const pass_entry *pe)
     if (ls)
         gpu_add(&ls->gpu, pass_gpu);
     for (size_t k = 0; k < pe->nfuncs; k++) {
-        cal_func_stat *fs = cal_profile_func_mut(E.profile, E.pass_funcs[pe->funcs_at + k]);
+        cal_func_stat *fs =
+            cal_profile_func_mut(E.profile, E.pass_funcs[pe->funcs_at + k]);
         if (fs)
             gpu_add(&fs->gpu, pass_gpu);
     }
@@ -665,7 +667,8 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
            are where the tick found it. */
         int64_t before = pe->asked->cpu_ns - prev_cpu;
         before = before < 0 ? 0 : before > d_cpu ? d_cpu : before;
-        int64_t sys_before = d_cpu > 0 ? (int64_t)((double)d_sys * (double)before / (double)d_cpu) : 0;
+        int64_t sys_before =
+            d_cpu > 0 ? (int64_t)((double)d_sys * (double)before / (double)d_cpu) : 0;
         cal_times used = {0};
         set_cpu(&used, before, sys_before, th->left.native_share);
         credit_place(th->stat, &th->left, &used);
@@ -707,10 +710,11 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
         /* The loop waited for its tasks: that waiting belongs to the lines
            they await (credit_awaiting, after the pass). */
         E.loops[E.nloops++] = (awaiting_stash){th->stat, th->ident, t.waiting_ns,
-                                              pe->file, pe->func, pe->line};
+                                               pe->file, pe->func,  pe->line};
         here.waiting_ns = 0;
     }
-    if (cal_profile_add_sample(E.profile, th->stat, pe->file, pe->line, pe->func, &here) != 0) {
+    if (cal_profile_add_sample(E.profile, th->stat, pe->file, pe->line, pe->func,
+                               &here) != 0) {
         E.dropped++;
         return;
     }
@@ -762,8 +766,11 @@ static size_t sample_stateless(size_t n)
             th->seen = 1; /* not sampled, but not gone */
             continue;
         }
-        E.pass[n++] = (pass_entry){.ti = i, .times = times, .file = CAL_PROFILE_NONE,
-                                   .func = CAL_PROFILE_NONE, .funcs_at = E.pass_nfuncs,
+        E.pass[n++] = (pass_entry){.ti = i,
+                                   .times = times,
+                                   .file = CAL_PROFILE_NONE,
+                                   .func = CAL_PROFILE_NONE,
+                                   .funcs_at = E.pass_nfuncs,
                                    .frameless = 1};
         th->seen = 1;
     }
@@ -834,7 +841,8 @@ static void credit_awaiting(const awaiting_stash *a)
     if (left > 0) {
         cal_times t = {0};
         t.waiting_ns = left;
-        if (cal_profile_add_sample(E.profile, a->stat, a->file, a->line, a->func, &t) != 0)
+        if (cal_profile_add_sample(E.profile, a->stat, a->file, a->line, a->func, &t) !=
+            0)
             E.dropped++;
     }
 }
@@ -884,7 +892,8 @@ static native_thread *native_find_or_add(int tid, int *is_new)
     native_thread *found = native_find(tid);
     if (found)
         return found;
-    if (grow_one((void **)&E.natives, &E.natives_cap, E.nnatives, sizeof(*E.natives)) != 0)
+    if (grow_one((void **)&E.natives, &E.natives_cap, E.nnatives, sizeof(*E.natives)) !=
+        0)
         return NULL;
     native_thread *nt = &E.natives[E.nnatives++];
     memset(nt, 0, sizeof(*nt));
@@ -933,8 +942,8 @@ static void sample_native_threads(const pass_entry *main)
     struct dirent *de;
     while ((de = readdir(dir)) != NULL) {
         int tid = atoi(de->d_name);
-        if (tid <= 0 || tid == E.sampler_tid || tid == watcher || tid == poller || is_python_tid(tid) ||
-            calx_signals_is_helper(0, tid))
+        if (tid <= 0 || tid == E.sampler_tid || tid == watcher || tid == poller ||
+            is_python_tid(tid) || calx_signals_is_helper(0, tid))
             continue;
         int is_new;
         native_thread *nt = native_find_or_add(tid, &is_new);
@@ -970,10 +979,12 @@ static void sample_native_threads(const pass_entry *main)
         t.native_ns = d_cpu - d_sys;
         t.system_ns = d_sys;
         if (!main) {
-            cal_profile_add_sample(E.profile, stat, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE, &t);
+            cal_profile_add_sample(E.profile, stat, CAL_PROFILE_NONE, 0,
+                                   CAL_PROFILE_NONE, &t);
             continue;
         }
-        if (cal_profile_add_sample(E.profile, stat, main->file, main->line, main->func, &t) != 0) {
+        if (cal_profile_add_sample(E.profile, stat, main->file, main->line, main->func,
+                                   &t) != 0) {
             E.dropped++;
             continue;
         }
@@ -1080,7 +1091,8 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
            where the tick found it, and the CPU it used before that tick
            goes elsewhere (credit). */
         int64_t until = wall;
-        if (th->is_main && cut && cut->wall >= th->last_wall && cut->wall > 0 && !pe->asked) {
+        if (th->is_main && cut && cut->wall >= th->last_wall && cut->wall > 0 &&
+            !pe->asked) {
             until = cut->wall;
             pe->times = cut->times;
         }
@@ -1223,7 +1235,8 @@ static void wait_until(int64_t until, const unsigned long long *served)
         return;
     struct timespec dl;
     abs_deadline(&dl, left);
-    while (!atomic_load(&E.stopping) && (!served || atomic_load(&E.served) == *served) &&
+    while (!atomic_load(&E.stopping) &&
+           (!served || atomic_load(&E.served) == *served) &&
            pthread_cond_timedwait(&E.cv, &E.mu, &dl) != ETIMEDOUT)
         ;
 }
@@ -1396,11 +1409,11 @@ static void *sampler_main(void *arg)
  */
 static struct {
     pthread_mutex_t mu;
-    pthread_cond_t cv;  /* signalled when busy is cleared */
-    int forking;        /* forks between before and after_in_parent */
-    int stopped;        /* our threads are stopped for them */
-    int busy;           /* a thread is stopping or starting them */
-    int resume_queued;  /* a pending call will start them (main thread) */
+    pthread_cond_t cv; /* signalled when busy is cleared */
+    int forking;       /* forks between before and after_in_parent */
+    int stopped;       /* our threads are stopped for them */
+    int busy;          /* a thread is stopping or starting them */
+    int resume_queued; /* a pending call will start them (main thread) */
 } F = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* F.mu held, GIL held: wait until no thread is stopping or starting ours,
@@ -1410,13 +1423,11 @@ static void wait_not_busy_locked(void)
 {
     while (F.busy) {
         pthread_mutex_unlock(&F.mu);
-        Py_BEGIN_ALLOW_THREADS
-        pthread_mutex_lock(&F.mu);
+        Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&F.mu);
         while (F.busy)
             pthread_cond_wait(&F.cv, &F.mu);
         pthread_mutex_unlock(&F.mu);
-        Py_END_ALLOW_THREADS
-        pthread_mutex_lock(&F.mu);
+        Py_END_ALLOW_THREADS pthread_mutex_lock(&F.mu);
     }
 }
 
@@ -1487,7 +1498,8 @@ static int threads_start(int wait_ready)
     }
     /* The sampler thread must not receive the program's signals. */
     unsigned generation = atomic_fetch_add(&E.generation, 1) + 1;
-    rc = calx_thread_start_unsignalled(&E.thread, sampler_main, (void *)(uintptr_t)generation);
+    rc = calx_thread_start_unsignalled(&E.thread, sampler_main,
+                                       (void *)(uintptr_t)generation);
     if (rc != 0) {
         calx_gilwatch_stop();
         atomic_store(&E.active, 0);
@@ -1501,15 +1513,16 @@ static int threads_start(int wait_ready)
     E.sampler_ident = (unsigned long)E.thread;
     E.sampler_tid = thread_tid(E.thread);
     if (wait_ready) {
-        Py_BEGIN_ALLOW_THREADS
-        pthread_mutex_lock(&E.mu);
+        Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&E.mu);
         while (!E.sampler_ready)
             pthread_cond_wait(&E.cv, &E.mu);
         pthread_mutex_unlock(&E.mu);
         Py_END_ALLOW_THREADS
     }
-    if (calx_gpu_start(E.gpu_mode, GPU_PERIOD_NS > E.interval_ns ? GPU_PERIOD_NS : E.interval_ns) != 0)
-        E.gpu_mode = CALX_GPU_OFF; /* no poller thread: no GPU columns, the run goes on */
+    if (calx_gpu_start(E.gpu_mode, GPU_PERIOD_NS > E.interval_ns ? GPU_PERIOD_NS
+                                                                 : E.interval_ns) != 0)
+        E.gpu_mode =
+            CALX_GPU_OFF; /* no poller thread: no GPU columns, the run goes on */
     return 0;
 }
 
@@ -1559,9 +1572,7 @@ static void threads_stop(enum stop_how how)
             watcher = 0;
         }
     }
-    Py_BEGIN_ALLOW_THREADS
-    if (sampler)
-        pthread_join(E.thread, NULL);
+    Py_BEGIN_ALLOW_THREADS if (sampler) pthread_join(E.thread, NULL);
     if (watcher)
         calx_gilwatch_stop_join();
     if (poller)
@@ -1574,8 +1585,8 @@ static void threads_stop(enum stop_how how)
         if (watcher)
             cal_clock_wait_thread_gone(watcher_tid);
     }
-    Py_END_ALLOW_THREADS
-    if (sampler) {
+    Py_END_ALLOW_THREADS if (sampler)
+    {
         E.sampler_ident = 0; /* joined: its thread state is gone */
         E.sampler_tid = 0;   /* a later thread of the program's may get its id */
     }
@@ -1617,8 +1628,7 @@ static int engine_start(int forked_child)
         if (ts->thread_id == 0)
             continue;
         clockid_t c;
-        if (pthread_getcpuclockid((pthread_t)ts->thread_id, &c) == 0)
-        {
+        if (pthread_getcpuclockid((pthread_t)ts->thread_id, &c) == 0) {
             calx_thread *th =
                 registry_add((unsigned long)ts->thread_id, cal_clock_thread_base(c), 1);
             if (th)
@@ -1665,7 +1675,8 @@ int calx_sampler_start(int64_t interval_ns, int gpu_mode, calx_filter *filter)
 int calx_sampler_restart_in_child(void)
 {
     if (!E.profile || getpid() == E.pid || atomic_load(&E.active)) {
-        PyErr_SetString(PyExc_RuntimeError, "calipers: not a forked child of a profiled process");
+        PyErr_SetString(PyExc_RuntimeError,
+                        "calipers: not a forked child of a profiled process");
         return -1;
     }
     /* The parent's profile, code cache and threads stay with the parent,
@@ -1824,10 +1835,7 @@ void calx_sampler_set_paused(int off)
     pthread_mutex_unlock(&E.mu);
 }
 
-int calx_sampler_paused(void)
-{
-    return atomic_load(&E.paused);
-}
+int calx_sampler_paused(void) { return atomic_load(&E.paused); }
 
 int64_t calx_sampler_paused_ns(void)
 {
@@ -1839,10 +1847,7 @@ int64_t calx_sampler_paused_ns(void)
     return ns;
 }
 
-void calx_sampler_set_origin(int64_t since_ns)
-{
-    E.start_wall -= since_ns;
-}
+void calx_sampler_set_origin(int64_t since_ns) { E.start_wall -= since_ns; }
 
 void calx_sampler_set_awaiting(PyObject *callback)
 {
@@ -1850,7 +1855,8 @@ void calx_sampler_set_awaiting(PyObject *callback)
     Py_XSETREF(E.awaiting, callback);
 }
 
-int calx_sampler_set_periodic(PyObject *callback, int64_t interval_ns, const char *request_path)
+int calx_sampler_set_periodic(PyObject *callback, int64_t interval_ns,
+                              const char *request_path)
 {
     char *path = request_path ? strdup(request_path) : NULL;
     if (request_path && !path) {
@@ -1883,17 +1889,8 @@ void calx_sampler_snapshot(void)
     calx_memory_guard_leave(guard);
 }
 
-int calx_sampler_running(void)
-{
-    return atomic_load(&E.active) && getpid() == E.pid;
-}
+int calx_sampler_running(void) { return atomic_load(&E.active) && getpid() == E.pid; }
 
-cal_profile *calx_sampler_profile(void)
-{
-    return E.profile;
-}
+cal_profile *calx_sampler_profile(void) { return E.profile; }
 
-int64_t calx_sampler_dropped(void)
-{
-    return E.dropped;
-}
+int64_t calx_sampler_dropped(void) { return E.dropped; }

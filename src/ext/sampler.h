@@ -73,7 +73,8 @@ void calx_sampler_set_awaiting(PyObject *callback);
    request_path (or NULL) exists with reason "request" (looked for ten times
    a second; the callback removes it).  callback NULL turns it off.  GIL
    held.  Returns 0, or -1 with an exception set. */
-int calx_sampler_set_periodic(PyObject *callback, int64_t interval_ns, const char *request_path);
+int calx_sampler_set_periodic(PyObject *callback, int64_t interval_ns,
+                              const char *request_path);
 
 /* Bring the figures that are otherwise computed at the end (wall time,
    memory totals and peak) up to now, for a profile written while the

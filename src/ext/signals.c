@@ -231,8 +231,7 @@ void calx_signals_stop(int leaving)
         close(S.pipe[1]);
         S.pipe[1] = -1;
         if (!S.paused) {
-            Py_BEGIN_ALLOW_THREADS
-            pthread_join(S.helper, NULL);
+            Py_BEGIN_ALLOW_THREADS pthread_join(S.helper, NULL);
             Py_END_ALLOW_THREADS
         }
         close(S.pipe[0]);
@@ -299,7 +298,8 @@ int calx_signals_is_helper(unsigned long ident, int tid)
 {
     if (!S.running)
         return 0;
-    return (ident && ident == (unsigned long)S.helper) || (tid && tid == atomic_load(&S.helper_tid));
+    return (ident && ident == (unsigned long)S.helper) ||
+           (tid && tid == atomic_load(&S.helper_tid));
 }
 
 void calx_signals_after_fork_child(void)

@@ -73,9 +73,9 @@ typedef struct cal_shim_arena {
 } cal_shim_arena;
 
 typedef struct cal_shim_config {
-    int64_t alloc_mean;   /* mean bytes between allocation samples (0: none) */
-    int64_t copy_mean;    /* mean bytes between copy samples (0: none) */
-    int64_t threshold;    /* footprint change that calls hooks.footprint */
+    int64_t alloc_mean;      /* mean bytes between allocation samples (0: none) */
+    int64_t copy_mean;       /* mean bytes between copy samples (0: none) */
+    int64_t threshold;       /* footprint change that calls hooks.footprint */
     int64_t python_baseline; /* pymalloc arena bytes that exist already */
 } cal_shim_config;
 

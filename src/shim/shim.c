@@ -62,9 +62,9 @@
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-#define FLUSH_BYTES (256 << 10)   /* per-thread footprint batch */
-#define TOTAL_FLUSH (1 << 20)     /* per-thread batch of the exact totals */
-#define RECHECK_BYTES (1 << 20)   /* unattached: look again after this many */
+#define FLUSH_BYTES (256 << 10) /* per-thread footprint batch */
+#define TOTAL_FLUSH (1 << 20)   /* per-thread batch of the exact totals */
+#define RECHECK_BYTES (1 << 20) /* unattached: look again after this many */
 #define BOOT_ARENA (64 << 10)
 #define FILTER_BITS 18
 
@@ -104,7 +104,7 @@ typedef struct thread_state {
     unsigned gen;      /* attach generation the samplers were set up for */
     cal_bsamp alloc;   /* sample points on allocated bytes */
     cal_bsamp copy;    /* ... and on copied bytes */
-    int64_t pend_native, pend_python;        /* unflushed live deltas */
+    int64_t pend_native, pend_python;         /* unflushed live deltas */
     int64_t tot_native, tot_python, tot_copy; /* unflushed totals */
 } thread_state;
 
@@ -119,7 +119,7 @@ static struct {
     _Atomic int64_t alloc_native, alloc_python, copied, dropped;
     _Atomic int64_t last_event, event_peak;
     atomic_int attached;
-    atomic_int inflight;   /* callbacks running */
+    atomic_int inflight; /* callbacks running */
     atomic_uint gen;
     cal_shim_hooks hooks;
     cal_shim_config config;
@@ -285,10 +285,7 @@ static int hooks_enter(void)
     return 0;
 }
 
-static void hooks_leave(void)
-{
-    atomic_fetch_sub(&G.inflight, 1);
-}
+static void hooks_leave(void) { atomic_fetch_sub(&G.inflight, 1); }
 
 static void thread_exit_flush(void *arg);
 
@@ -298,7 +295,8 @@ static void thread_setup(unsigned gen)
     pid_t tid = (pid_t)syscall(SYS_gettid);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t seed = ((uint64_t)tid << 32) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)&T;
+    uint64_t seed =
+        ((uint64_t)tid << 32) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)&T;
     int on = atomic_load_explicit(&G.attached, memory_order_acquire);
     cal_bsamp_init(&T.alloc, on ? G.config.alloc_mean : 0, seed);
     cal_bsamp_init(&T.copy, on ? G.config.copy_mean : 0, seed * 31 + 7);
@@ -366,7 +364,8 @@ static void flush(void)
         return;
     int64_t last = atomic_load_explicit(&G.last_event, memory_order_relaxed);
     int64_t moved = live > last ? live - last : last - live;
-    if (moved < G.config.threshold || !atomic_compare_exchange_strong(&G.last_event, &last, live))
+    if (moved < G.config.threshold ||
+        !atomic_compare_exchange_strong(&G.last_event, &last, live))
         return;
     int flags = live > last ? CAL_SHIM_RISING : 0;
     int64_t ep = atomic_load(&G.event_peak);
@@ -500,18 +499,19 @@ static void resolve(void)
     r.memcpy = dlsym(RTLD_NEXT, "memcpy");
     r.memmove = dlsym(RTLD_NEXT, "memmove");
     T.resolving = 0;
-    if (!r.malloc || !r.calloc || !r.realloc || !r.free || !r.usable || !r.memcpy || !r.memmove)
+    if (!r.malloc || !r.calloc || !r.realloc || !r.free || !r.usable || !r.memcpy ||
+        !r.memmove)
         _exit(127); /* no allocator to forward to: nothing can run */
     R = r;
 }
 
-#define READY(fallback)               \
-    do {                              \
-        if (UNLIKELY(!R.malloc)) {    \
-            if (T.resolving)          \
-                return fallback;      \
-            resolve();                \
-        }                             \
+#define READY(fallback)                                                                \
+    do {                                                                               \
+        if (UNLIKELY(!R.malloc)) {                                                     \
+            if (T.resolving)                                                           \
+                return fallback;                                                       \
+            resolve();                                                                 \
+        }                                                                              \
     } while (0)
 
 /* ---- the interposed functions ---------------------------------------------- */
@@ -596,19 +596,24 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
     return rc;
 }
 
-#define ALIGNED(name, call, size)          \
-    READY(NULL);                           \
-    if (!R.name)                           \
-        return NULL;                       \
-    void *p = call;                        \
-    if (p && COUNTING())                   \
-        native_alloc(p, size);             \
+#define ALIGNED(name, call, size)                                                      \
+    READY(NULL);                                                                       \
+    if (!R.name)                                                                       \
+        return NULL;                                                                   \
+    void *p = call;                                                                    \
+    if (p && COUNTING())                                                               \
+        native_alloc(p, size);                                                         \
     return p;
 
-EXPORT void *aligned_alloc(size_t align, size_t n) { ALIGNED(aligned_alloc, R.aligned_alloc(align, n), n) }
-EXPORT void *memalign(size_t align, size_t n) { ALIGNED(memalign, R.memalign(align, n), n) }
-EXPORT void *valloc(size_t n) { ALIGNED(valloc, R.valloc(n), n) }
-EXPORT void *pvalloc(size_t n) { ALIGNED(pvalloc, R.pvalloc(n), n) }
+EXPORT void *aligned_alloc(size_t align, size_t n){
+    ALIGNED(aligned_alloc, R.aligned_alloc(align, n), n)} EXPORT
+    void *memalign(size_t align,
+                   size_t n){ALIGNED(memalign, R.memalign(align, n), n)} EXPORT
+    void *valloc(size_t n){ALIGNED(valloc, R.valloc(n), n)} EXPORT
+    void *pvalloc(size_t n)
+{
+    ALIGNED(pvalloc, R.pvalloc(n), n)
+}
 
 static inline void copied(size_t n)
 {
@@ -784,15 +789,9 @@ static int api_guard_enter(void)
     return was;
 }
 
-static void api_guard_leave(int previous)
-{
-    T.guard = (uint8_t)previous;
-}
+static void api_guard_leave(int previous) { T.guard = (uint8_t)previous; }
 
-static int api_tracked(const void *p)
-{
-    return tt_contains((uintptr_t)p);
-}
+static int api_tracked(const void *p) { return tt_contains((uintptr_t)p); }
 
 static void api_reset(void)
 {
@@ -851,15 +850,9 @@ static void thread_exit_flush(void *arg)
     T.guard = g;
 }
 
-static void before_fork(void)
-{
-    tt_lock();
-}
+static void before_fork(void) { tt_lock(); }
 
-static void after_fork_parent(void)
-{
-    tt_unlock();
-}
+static void after_fork_parent(void) { tt_unlock(); }
 
 static void after_fork_child(void)
 {

@@ -60,9 +60,9 @@ enum {
 
 struct nvmlDevice_st {
     unsigned int index;
-    unsigned int our_util;          /* our process's SM utilisation, % */
-    unsigned long long our_memory;  /* our process's GPU memory, bytes */
-    int device_util;                /* device-wide utilisation, -1 = auto */
+    unsigned int our_util;         /* our process's SM utilisation, % */
+    unsigned long long our_memory; /* our process's GPU memory, bytes */
+    int device_util;               /* device-wide utilisation, -1 = auto */
 };
 typedef struct nvmlDevice_st *nvmlDevice_t;
 
@@ -75,19 +75,19 @@ typedef struct {
     unsigned int memory;
 } nvmlUtilization_t;
 
-typedef struct {  /* nvmlDeviceGetComputeRunningProcesses (v1) */
+typedef struct { /* nvmlDeviceGetComputeRunningProcesses (v1) */
     unsigned int pid;
     unsigned long long usedGpuMemory;
 } nvmlProcessInfo_v1_t;
 
-typedef struct {  /* _v2 and _v3 */
+typedef struct { /* _v2 and _v3 */
     unsigned int pid;
     unsigned long long usedGpuMemory;
     unsigned int gpuInstanceId;
     unsigned int computeInstanceId;
 } nvmlProcessInfo_v2_t;
 
-typedef struct {  /* the 32-byte layout some drivers' headers had for _v3 */
+typedef struct { /* the 32-byte layout some drivers' headers had for _v3 */
     unsigned int pid;
     unsigned long long usedGpuMemory;
     unsigned int gpuInstanceId;
@@ -97,7 +97,7 @@ typedef struct {  /* the 32-byte layout some drivers' headers had for _v3 */
 
 typedef struct {
     unsigned int pid;
-    unsigned long long timeStamp;  /* microseconds, CLOCK_REALTIME */
+    unsigned long long timeStamp; /* microseconds, CLOCK_REALTIME */
     unsigned int smUtil;
     unsigned int memUtil;
     unsigned int encUtil;
@@ -124,22 +124,22 @@ _Static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "samples are 32 byt
 #define TOTAL_MEMORY (16ull << 30)
 
 /* Every NVML function of the fake, for call counts and FAKE_NVML_FAIL. */
-#define FAKE_NVML_FUNCTIONS(X)                  \
-    X(nvmlInit_v2)                              \
-    X(nvmlInit)                                 \
-    X(nvmlShutdown)                             \
-    X(nvmlErrorString)                          \
-    X(nvmlDeviceGetCount_v2)                    \
-    X(nvmlDeviceGetCount)                       \
-    X(nvmlDeviceGetHandleByIndex_v2)            \
-    X(nvmlDeviceGetHandleByIndex)               \
-    X(nvmlDeviceGetUUID)                        \
-    X(nvmlDeviceGetName)                        \
-    X(nvmlDeviceGetMemoryInfo)                  \
-    X(nvmlDeviceGetUtilizationRates)            \
-    X(nvmlDeviceGetComputeRunningProcesses_v3)  \
-    X(nvmlDeviceGetComputeRunningProcesses_v2)  \
-    X(nvmlDeviceGetComputeRunningProcesses)     \
+#define FAKE_NVML_FUNCTIONS(X)                                                         \
+    X(nvmlInit_v2)                                                                     \
+    X(nvmlInit)                                                                        \
+    X(nvmlShutdown)                                                                    \
+    X(nvmlErrorString)                                                                 \
+    X(nvmlDeviceGetCount_v2)                                                           \
+    X(nvmlDeviceGetCount)                                                              \
+    X(nvmlDeviceGetHandleByIndex_v2)                                                   \
+    X(nvmlDeviceGetHandleByIndex)                                                      \
+    X(nvmlDeviceGetUUID)                                                               \
+    X(nvmlDeviceGetName)                                                               \
+    X(nvmlDeviceGetMemoryInfo)                                                         \
+    X(nvmlDeviceGetUtilizationRates)                                                   \
+    X(nvmlDeviceGetComputeRunningProcesses_v3)                                         \
+    X(nvmlDeviceGetComputeRunningProcesses_v2)                                         \
+    X(nvmlDeviceGetComputeRunningProcesses)                                            \
     X(nvmlDeviceGetProcessUtilization)
 
 #define AS_ENUM(name) FN_##name,
@@ -148,8 +148,8 @@ enum function { FAKE_NVML_FUNCTIONS(AS_ENUM) FN_COUNT };
 static const char *const function_names[FN_COUNT] = {FAKE_NVML_FUNCTIONS(AS_NAME)};
 
 struct failure {
-    nvmlReturn_t code;     /* 0: never fails */
-    unsigned long from;    /* fails from this call on (1 = every call) */
+    nvmlReturn_t code;  /* 0: never fails */
+    unsigned long from; /* fails from this call on (1 = every call) */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -160,7 +160,7 @@ static struct nvmlDevice_st devices[MAX_DEVICES] = {
 static unsigned long calls[FN_COUNT];
 static struct failure failures[FN_COUNT];
 static int main_thread_calls;
-static int init_count;  /* nvmlInit nests, like the real one */
+static int init_count; /* nvmlInit nests, like the real one */
 static int config_loaded;
 static unsigned int device_count = 1;
 static long pid_offset;
@@ -212,7 +212,8 @@ static void parse_failure(const char *item, size_t len)
         goto bad;
     return;
 bad:
-    fprintf(stderr, "fake_nvml: ignoring bad FAKE_NVML_FAIL item '%.*s'\n", (int)len, item);
+    fprintf(stderr, "fake_nvml: ignoring bad FAKE_NVML_FAIL item '%.*s'\n", (int)len,
+            item);
 }
 
 static void parse_failures(const char *list)
@@ -244,10 +245,7 @@ static void load_config(void)
  * leave some of them unused, which must not warn. */
 #define HELPER static __attribute__((unused))
 
-HELPER int on_main_thread(void)
-{
-    return (pid_t)syscall(SYS_gettid) == getpid();
-}
+HELPER int on_main_thread(void) { return (pid_t)syscall(SYS_gettid) == getpid(); }
 
 /* Takes the lock (re-reading the environment for the nvmlInit functions) and
  * counts the call; returns the code the call fails with (injected, or
@@ -293,7 +291,8 @@ HELPER unsigned long long now_us(void)
     struct timespec ts;
 
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000;
+    return (unsigned long long)ts.tv_sec * 1000000ull +
+           (unsigned long long)ts.tv_nsec / 1000;
 }
 
 HELPER unsigned int device_util(const struct nvmlDevice_st *dev)
@@ -328,7 +327,8 @@ HELPER nvmlReturn_t get_count(enum function f, unsigned int *count)
     return leave(r);
 }
 
-HELPER nvmlReturn_t get_handle(enum function f, unsigned int index, nvmlDevice_t *device)
+HELPER nvmlReturn_t get_handle(enum function f, unsigned int index,
+                               nvmlDevice_t *device)
 {
     nvmlReturn_t r = enter(f, 1);
 
@@ -378,9 +378,11 @@ HELPER nvmlReturn_t get_processes(enum function f, nvmlDevice_t device,
         return leave(NVML_ERROR_INVALID_ARGUMENT);
     memset(list, 0, sizeof list);
     if (dev->our_memory > 0)
-        list[n++] = (nvmlProcessInfo_cc_t){our_pid(), dev->our_memory, NO_INSTANCE, NO_INSTANCE, 0};
+        list[n++] = (nvmlProcessInfo_cc_t){our_pid(), dev->our_memory, NO_INSTANCE,
+                                           NO_INSTANCE, 0};
     if (other_process)
-        list[n++] = (nvmlProcessInfo_cc_t){OTHER_PID, OTHER_MEMORY, NO_INSTANCE, NO_INSTANCE, 0};
+        list[n++] = (nvmlProcessInfo_cc_t){OTHER_PID, OTHER_MEMORY, NO_INSTANCE,
+                                           NO_INSTANCE, 0};
     if (*count < n) {
         *count = n;
         return leave(NVML_ERROR_INSUFFICIENT_SIZE);
@@ -395,7 +397,8 @@ HELPER nvmlReturn_t get_processes(enum function f, nvmlDevice_t device,
 
 HELPER nvmlReturn_t get_process_utilization(nvmlDevice_t device,
                                             nvmlProcessUtilizationSample_t *samples,
-                                            unsigned int *count, unsigned long long last_seen)
+                                            unsigned int *count,
+                                            unsigned long long last_seen)
 {
     nvmlReturn_t r = enter(FN_nvmlDeviceGetProcessUtilization, 1);
     struct nvmlDevice_st *dev = device_of(device);
@@ -408,11 +411,11 @@ HELPER nvmlReturn_t get_process_utilization(nvmlDevice_t device,
     if (!dev || !count)
         return leave(NVML_ERROR_INVALID_ARGUMENT);
     if (now > last_seen && dev->our_util > 0)
-        fresh[n++] = (nvmlProcessUtilizationSample_t){our_pid(), now, dev->our_util,
-                                                      dev->our_util / 2, 0, 0};
+        fresh[n++] = (nvmlProcessUtilizationSample_t){
+            our_pid(), now, dev->our_util, dev->our_util / 2, 0, 0};
     if (now > last_seen && other_process)
-        fresh[n++] = (nvmlProcessUtilizationSample_t){OTHER_PID, now, OTHER_UTIL,
-                                                      OTHER_UTIL / 2, 0, 0};
+        fresh[n++] = (nvmlProcessUtilizationSample_t){OTHER_PID,      now, OTHER_UTIL,
+                                                      OTHER_UTIL / 2, 0,   0};
     if (n == 0)
         return leave(NVML_ERROR_NOT_FOUND);
     if (!samples || *count < n) {
@@ -427,17 +430,11 @@ HELPER nvmlReturn_t get_process_utilization(nvmlDevice_t device,
 /* ---- the exported NVML functions --------------------------------------- */
 
 #ifndef OMIT_nvmlInit_v2
-nvmlReturn_t nvmlInit_v2(void)
-{
-    return do_init(FN_nvmlInit_v2);
-}
+nvmlReturn_t nvmlInit_v2(void) { return do_init(FN_nvmlInit_v2); }
 #endif
 
 #ifndef OMIT_nvmlInit
-nvmlReturn_t nvmlInit(void)
-{
-    return do_init(FN_nvmlInit);
-}
+nvmlReturn_t nvmlInit(void) { return do_init(FN_nvmlInit); }
 #endif
 
 #ifndef OMIT_nvmlShutdown
@@ -454,26 +451,43 @@ nvmlReturn_t nvmlShutdown(void)
 #ifndef OMIT_nvmlErrorString
 const char *nvmlErrorString(nvmlReturn_t result)
 {
-    enter(FN_nvmlErrorString, 0);  /* counted; never fails */
+    enter(FN_nvmlErrorString, 0); /* counted; never fails */
     leave(NVML_SUCCESS);
     switch (result) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
-    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
-    case NVML_ERROR_NOT_FOUND: return "Not Found";
-    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
-    case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    case NVML_ERROR_TIMEOUT: return "Timeout";
-    case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
-    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
-    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
-    case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
-    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+        return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+        return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+        return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+        return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+        return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED:
+        return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND:
+        return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+        return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER:
+        return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+        return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+        return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE:
+        return "Interrupt Request Issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+        return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+        return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM:
+        return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST:
+        return "GPU is lost";
+    default:
+        return "Unknown Error";
     }
 }
 #endif
@@ -509,8 +523,8 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device
 #ifndef OMIT_nvmlDeviceGetUUID
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
-    return get_string(FN_nvmlDeviceGetUUID, device, "GPU-fake0000-0000-0000-0000-00000000000",
-                      uuid, length);
+    return get_string(FN_nvmlDeviceGetUUID, device,
+                      "GPU-fake0000-0000-0000-0000-00000000000", uuid, length);
 }
 #endif
 
@@ -539,7 +553,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 #endif
 
 #ifndef OMIT_nvmlDeviceGetUtilizationRates
-nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                           nvmlUtilization_t *utilization)
 {
     nvmlReturn_t r = enter(FN_nvmlDeviceGetUtilizationRates, 1);
     struct nvmlDevice_st *dev = device_of(device);
@@ -555,45 +570,49 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 #endif
 
 #ifndef OMIT_nvmlDeviceGetComputeRunningProcesses_v3
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                     unsigned int *infoCount,
                                                      void *infos)
 {
-    return get_processes(FN_nvmlDeviceGetComputeRunningProcesses_v3, device, infoCount, infos,
-                         STRIDE_V3);
+    return get_processes(FN_nvmlDeviceGetComputeRunningProcesses_v3, device, infoCount,
+                         infos, STRIDE_V3);
 }
 #endif
 
 #ifndef OMIT_nvmlDeviceGetComputeRunningProcesses_v2
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                     unsigned int *infoCount,
                                                      nvmlProcessInfo_v2_t *infos)
 {
-    return get_processes(FN_nvmlDeviceGetComputeRunningProcesses_v2, device, infoCount, infos,
-                         sizeof(nvmlProcessInfo_v2_t));
+    return get_processes(FN_nvmlDeviceGetComputeRunningProcesses_v2, device, infoCount,
+                         infos, sizeof(nvmlProcessInfo_v2_t));
 }
 #endif
 
 #ifndef OMIT_nvmlDeviceGetComputeRunningProcesses
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
+                                                  unsigned int *infoCount,
                                                   nvmlProcessInfo_v1_t *infos)
 {
-    return get_processes(FN_nvmlDeviceGetComputeRunningProcesses, device, infoCount, infos,
-                         sizeof(nvmlProcessInfo_v1_t));
+    return get_processes(FN_nvmlDeviceGetComputeRunningProcesses, device, infoCount,
+                         infos, sizeof(nvmlProcessInfo_v1_t));
 }
 #endif
 
 #ifndef OMIT_nvmlDeviceGetProcessUtilization
-nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
-                                             nvmlProcessUtilizationSample_t *utilization,
-                                             unsigned int *processSamplesCount,
-                                             unsigned long long lastSeenTimeStamp)
+nvmlReturn_t nvmlDeviceGetProcessUtilization(
+    nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+    unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp)
 {
-    return get_process_utilization(device, utilization, processSamplesCount, lastSeenTimeStamp);
+    return get_process_utilization(device, utilization, processSamplesCount,
+                                   lastSeenTimeStamp);
 }
 #endif
 
 /* ---- control and introspection for the tests (not NVML calls) ---------- */
 
-void fake_nvml_set(unsigned int device, unsigned int util_percent, unsigned long long memory_bytes)
+void fake_nvml_set(unsigned int device, unsigned int util_percent,
+                   unsigned long long memory_bytes)
 {
     if (device >= MAX_DEVICES)
         return;
@@ -608,7 +627,9 @@ void fake_nvml_set_device_util(unsigned int device, int util_percent)
     if (device >= MAX_DEVICES)
         return;
     pthread_mutex_lock(&lock);
-    devices[device].device_util = util_percent < 0 ? -1 : util_percent > 100 ? 100 : util_percent;
+    devices[device].device_util = util_percent < 0     ? -1
+                                  : util_percent > 100 ? 100
+                                                       : util_percent;
     pthread_mutex_unlock(&lock);
 }
 

@@ -33,11 +33,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cal_view_check(d.root, err, sizeof err) == 0) {
         cal_buf b;
         cal_buf_init(&b);
-        cal_view_opts o = {60 + (int)(size % 120), (int)(size & 1), 1.0, 300, "out.json"};
+        cal_view_opts o = {60 + (int)(size % 120), (int)(size & 1), 1.0, 300,
+                           "out.json"};
         cal_view_text(d.root, &o, &b);
         if (!o.tty && b.data && memchr(b.data, '\033', b.len))
             abort(); /* a control from the profile reached the terminal */
-        cal_view_html(d.root, (const char *)data, size, "CALIPERS_TITLE CALIPERS_PROFILE", 31, &b);
+        cal_view_html(d.root, (const char *)data, size,
+                      "CALIPERS_TITLE CALIPERS_PROFILE", 31, &b);
         cal_buf_free(&b);
     }
     cal_jdoc_free(&d);

@@ -36,14 +36,14 @@
 
 static int passed, failed;
 
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (cond) {                                                              \
-            passed++;                                                            \
-        } else {                                                                 \
-            failed++;                                                            \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                        \
+#define CHECK(cond)                                                                    \
+    do {                                                                               \
+        if (cond) {                                                                    \
+            passed++;                                                                  \
+        } else {                                                                       \
+            failed++;                                                                  \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
+        }                                                                              \
     } while (0)
 
 static void test_map(void)
@@ -203,9 +203,10 @@ static void test_json_writer(void)
     cal_json_object_begin(&j);
     cal_json_object_end(&j);
     cal_json_object_end(&j);
-    const char *want = "{\"s\":\"q\\\"b\\\\n\\n\\u0001\\u003c/script>\\ufffd\xc3\xa9\","
-                       "\"a\":[-3,0.000002,0.000000,-2.500000,true,null,1.23,0.00,null],"
-                       "\"e\":{}}";
+    const char *want =
+        "{\"s\":\"q\\\"b\\\\n\\n\\u0001\\u003c/script>\\ufffd\xc3\xa9\","
+        "\"a\":[-3,0.000002,0.000000,-2.500000,true,null,1.23,0.00,null],"
+        "\"e\":{}}";
     CHECK(strcmp(b.data, want) == 0);
     if (strcmp(b.data, want) != 0)
         fprintf(stderr, "got:  %s\nwant: %s\n", b.data, want);
@@ -341,7 +342,8 @@ static void test_merge(void)
         int64_t want = 2 * (1000000 * (ls->line - 10));
         CHECK(llabs(ls->t.python_ns - want) <= 1000);
         CHECK(ls->t.samples == 2);
-        CHECK(ls->nprocs == 2 && ls->procs[0].process == 0 && ls->procs[1].process == 1);
+        CHECK(ls->nprocs == 2 && ls->procs[0].process == 0 &&
+              ls->procs[1].process == 1);
         CHECK(llabs(ls->procs[1].ns - ls->procs[0].ns) <= 3000);
     }
     CHECK(cal_profile_nfuncs(q) == 2);
@@ -386,7 +388,8 @@ static void test_report_deterministic(void)
     /* files in path order, lines in number order */
     const char *a = strstr(b1.data, "/w/a.py\""), *bb = strstr(b1.data, "/w/b.py\"");
     CHECK(a && bb && a < bb);
-    const char *l11 = strstr(b1.data, "\"line\": 11"), *l13 = strstr(b1.data, "\"line\": 13");
+    const char *l11 = strstr(b1.data, "\"line\": 11"),
+               *l13 = strstr(b1.data, "\"line\": 13");
     CHECK(l11 && l13 && l11 < l13);
 
     /* The renderers read it back: the terminal report fits the width, in
@@ -423,7 +426,8 @@ static void test_jsonr(void)
 {
     static const char *text =
         "\xEF\xBB\xBF {\"a\": [1, -2.5e3, 0.000125, 1e-310, 12345678901234567890123],"
-        " \"s\": \"x\\u00e9\\ud83d\\ude00\\n\\\"\", \"t\": true, \"f\": false, \"z\": null,"
+        " \"s\": \"x\\u00e9\\ud83d\\ude00\\n\\\"\", \"t\": true, \"f\": false, \"z\": "
+        "null,"
         " \"bad\": \"\xff\", \"lone\": \"\\udc00\", \"e\": {}, \"ea\": []}";
     cal_jdoc d;
     char err[128];
@@ -433,26 +437,37 @@ static void test_jsonr(void)
     CHECK(cal_jv_num(cal_jv_at(a, 0), 0) == 1);
     CHECK(cal_jv_num(cal_jv_at(a, 1), 0) == -2500);
     CHECK(fabs(cal_jv_num(cal_jv_at(a, 2), 0) - 0.000125) < 1e-18);
-    CHECK(cal_jv_num(cal_jv_at(a, 3), 1) > 0 && cal_jv_num(cal_jv_at(a, 3), 1) < 1e-300);
+    CHECK(cal_jv_num(cal_jv_at(a, 3), 1) > 0 &&
+          cal_jv_num(cal_jv_at(a, 3), 1) < 1e-300);
     CHECK(fabs(cal_jv_num(cal_jv_at(a, 4), 0) / 1.2345678901234568e22 - 1) < 1e-12);
     CHECK(strcmp(cal_jv_getstr(d.root, "s", ""), "x\xC3\xA9\xF0\x9F\x98\x80\n\"") == 0);
-    CHECK(cal_jv_bool(cal_jv_get(d.root, "t"), 0) == 1 && cal_jv_bool(cal_jv_get(d.root, "f"), 1) == 0);
+    CHECK(cal_jv_bool(cal_jv_get(d.root, "t"), 0) == 1 &&
+          cal_jv_bool(cal_jv_get(d.root, "f"), 1) == 0);
     CHECK(cal_jv_is(cal_jv_get(d.root, "z"), CAL_JNULL));
-    CHECK(strcmp(cal_jv_getstr(d.root, "bad", ""), "\xEF\xBF\xBD") == 0);  /* U+FFFD */
+    CHECK(strcmp(cal_jv_getstr(d.root, "bad", ""), "\xEF\xBF\xBD") == 0); /* U+FFFD */
     CHECK(strcmp(cal_jv_getstr(d.root, "lone", ""), "\xEF\xBF\xBD") == 0);
-    CHECK(cal_jv_is(cal_jv_get(d.root, "e"), CAL_JOBJ) && cal_jv_len(cal_jv_get(d.root, "ea")) == 0);
+    CHECK(cal_jv_is(cal_jv_get(d.root, "e"), CAL_JOBJ) &&
+          cal_jv_len(cal_jv_get(d.root, "ea")) == 0);
     /* Wrong types and missing keys answer the default. */
     CHECK(cal_jv_get(a, "x") == NULL && cal_jv_at(d.root, 99) == NULL);
     CHECK(cal_jv_getnum(d.root, "s", 7) == 7 && cal_jv_getstr(NULL, "s", NULL) == NULL);
     cal_jdoc_free(&d);
 
-    static const struct { const char *text, *where; } bad[] = {
-        {"", "line 1 column 1"},      {"{\"a\" 1}", "expected ':'"},
-        {"[1,]", "line 1 column 4"},  {"[01]", "expected ','"},
-        {"\"abc", "unterminated"},    {"{\"a\":1}}", "after the document"},
-        {"[1e999]", "out of range"},  {"\"\\x\"", "invalid escape"},
-        {"\"a\tb\"", "control character"}, {"[1,\n 2,\n x]", "line 3 column 2"},
-        {"nul", "unexpected"},        {"-", "invalid number"},
+    static const struct {
+        const char *text, *where;
+    } bad[] = {
+        {"", "line 1 column 1"},
+        {"{\"a\" 1}", "expected ':'"},
+        {"[1,]", "line 1 column 4"},
+        {"[01]", "expected ','"},
+        {"\"abc", "unterminated"},
+        {"{\"a\":1}}", "after the document"},
+        {"[1e999]", "out of range"},
+        {"\"\\x\"", "invalid escape"},
+        {"\"a\tb\"", "control character"},
+        {"[1,\n 2,\n x]", "line 3 column 2"},
+        {"nul", "unexpected"},
+        {"-", "invalid number"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = cal_jdoc_parse(&d, bad[i].text, strlen(bad[i].text), err, sizeof err);
@@ -464,18 +479,23 @@ static void test_jsonr(void)
     /* Nesting is limited (no stack overflow on hostile input). */
     char deep[4096];
     memset(deep, '[', sizeof deep);
-    CHECK(cal_jdoc_parse(&d, deep, sizeof deep, err, sizeof err) == -1 && strstr(err, "deeply"));
+    CHECK(cal_jdoc_parse(&d, deep, sizeof deep, err, sizeof err) == -1 &&
+          strstr(err, "deeply"));
     cal_jdoc_free(&d);
 
     /* The check: schema name and shape. */
-    static const struct { const char *text, *why; } foreign[] = {
+    static const struct {
+        const char *text, *why;
+    } foreign[] = {
         {"[]", "not a calipers profile"},
         {"{\"schema\": \"calipers/2\"}", "calipers/2"},
         {"{\"schema\": \"calipers/1\", \"program\": {}, \"summary\": {}}", "\"files\""},
     };
     for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++) {
-        CHECK(cal_jdoc_parse(&d, foreign[i].text, strlen(foreign[i].text), err, sizeof err) == 0);
-        CHECK(cal_view_check(d.root, err, sizeof err) == -1 && strstr(err, foreign[i].why));
+        CHECK(cal_jdoc_parse(&d, foreign[i].text, strlen(foreign[i].text), err,
+                             sizeof err) == 0);
+        CHECK(cal_view_check(d.root, err, sizeof err) == -1 &&
+              strstr(err, foreign[i].why));
         cal_jdoc_free(&d);
     }
 }
@@ -484,18 +504,22 @@ static void test_jsonr(void)
    <script> element or turn into markup. */
 static void test_html(void)
 {
-    static const char *tmpl = "<title>CALIPERS_TITLE</title><script>CALIPERS_PROFILE</script>";
-    static const char *json = "{\"schema\": \"calipers/1\", \"program\": {\"argv\": "
-                              "[\"/x/<img src=x onerror=alert(1)>.py\"]}, \"summary\": {}, "
-                              "\"files\": [{\"source\": [\"</script><script>alert(1)</script>\"]}]}";
+    static const char *tmpl =
+        "<title>CALIPERS_TITLE</title><script>CALIPERS_PROFILE</script>";
+    static const char *json =
+        "{\"schema\": \"calipers/1\", \"program\": {\"argv\": "
+        "[\"/x/<img src=x onerror=alert(1)>.py\"]}, \"summary\": {}, "
+        "\"files\": [{\"source\": [\"</script><script>alert(1)</script>\"]}]}";
     cal_jdoc d;
     char err[128];
     CHECK(cal_jdoc_parse(&d, json, strlen(json), err, sizeof err) == 0);
     cal_buf b;
     cal_buf_init(&b);
     cal_view_html(d.root, json, strlen(json), tmpl, strlen(tmpl), &b);
-    CHECK(strstr(b.data, "<title>&lt;img src=x onerror=alert(1)&gt;.py</title>") != NULL);
-    CHECK(strstr(b.data, "\\u003c/script>\\u003cscript>alert(1)\\u003c/script>") != NULL);
+    CHECK(strstr(b.data, "<title>&lt;img src=x onerror=alert(1)&gt;.py</title>") !=
+          NULL);
+    CHECK(strstr(b.data, "\\u003c/script>\\u003cscript>alert(1)\\u003c/script>") !=
+          NULL);
     /* One <script> and one </script>: the template's. */
     const char *first = strstr(b.data, "</script>");
     CHECK(first && strstr(first + 1, "</script>") == NULL);
@@ -528,10 +552,13 @@ static void fuzz_profile(const char *seed, size_t n, int rounds)
         for (int e = 0; e < edits && len > 1; e++) {
             size_t at = fuzz_next() % len;
             static const char interesting[] = "{}[]\",:\\0-e.\x01\x1b\xff\xc3";
-            char c = fuzz_next() % 2 ? (char)(fuzz_next() & 0xFF)
-                                     : interesting[fuzz_next() % (sizeof interesting - 1)];
+            char c = fuzz_next() % 2
+                         ? (char)(fuzz_next() & 0xFF)
+                         : interesting[fuzz_next() % (sizeof interesting - 1)];
             switch (fuzz_next() % 5) {
-            case 0: buf[at] = c; break;
+            case 0:
+                buf[at] = c;
+                break;
             case 1: /* insert */
                 if (len < n * 2 + 32) {
                     memmove(buf + at + 1, buf + at, len - at);
@@ -547,7 +574,9 @@ static void fuzz_profile(const char *seed, size_t n, int rounds)
                 len -= k;
                 break;
             }
-            case 3: len = at + 1; break; /* truncate */
+            case 3:
+                len = at + 1;
+                break; /* truncate */
             default: /* duplicate a run */ {
                 size_t k = 1 + fuzz_next() % 32;
                 if (at + k > len)
@@ -564,8 +593,8 @@ static void fuzz_profile(const char *seed, size_t n, int rounds)
         if (cal_jdoc_parse(&d, buf, len, err, sizeof err) == 0) {
             parsed++;
             if (cal_view_check(d.root, err, sizeof err) == 0) {
-                cal_view_opts o = {60 + (int)(fuzz_next() % 140), (int)(fuzz_next() % 2), 1.0,
-                                   300, NULL};
+                cal_view_opts o = {60 + (int)(fuzz_next() % 140),
+                                   (int)(fuzz_next() % 2), 1.0, 300, NULL};
                 cal_buf b;
                 cal_buf_init(&b);
                 cal_view_text(d.root, &o, &b);
@@ -579,7 +608,8 @@ static void fuzz_profile(const char *seed, size_t n, int rounds)
                         }
                     }
                 }
-                cal_view_html(d.root, buf, len, "CALIPERS_TITLE CALIPERS_PROFILE", 31, &b);
+                cal_view_html(d.root, buf, len, "CALIPERS_TITLE CALIPERS_PROFILE", 31,
+                              &b);
                 cal_buf_free(&b);
                 rendered++;
             }
@@ -593,8 +623,9 @@ static void fuzz_profile(const char *seed, size_t n, int rounds)
 static void test_fuzz(const char *generated, size_t n)
 {
     fuzz_profile(generated, n, 4000);
-    static const char *const fixtures[] = {"tests/data/memory.json", "tests/data/cpu.json",
-                                           "tests/data/empty.json", "tests/data/procs.json"};
+    static const char *const fixtures[] = {
+        "tests/data/memory.json", "tests/data/cpu.json", "tests/data/empty.json",
+        "tests/data/procs.json"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         FILE *f = fopen(fixtures[i], "rb");
         CHECK(f != NULL); /* run from the repository root */
@@ -648,8 +679,9 @@ static void test_notes(void)
    be copied). */
 static void test_text_long_word(void)
 {
-    static const char path[] = "/home/someone/projects/with/a/deep/tree/.venv/lib/python3.12/"
-                               "site-packages/calipers/libcalipers_shim.so";
+    static const char path[] =
+        "/home/someone/projects/with/a/deep/tree/.venv/lib/python3.12/"
+        "site-packages/calipers/libcalipers_shim.so";
     /* A real (empty) profile whose note is the in-process one. */
     FILE *f = fopen("tests/data/empty.json", "rb");
     CHECK(f != NULL); /* run from the repository root */
@@ -664,8 +696,10 @@ static void test_text_long_word(void)
     if (!notes)
         return;
     char *after = strchr(notes, ']');
-    snprintf(json, sizeof json, "%.*s\"notes\": [\"Memory was not profiled: start Python with "
-             "LD_PRELOAD=%s\"%s", (int)(notes - fixture), fixture, path, after);
+    snprintf(json, sizeof json,
+             "%.*s\"notes\": [\"Memory was not profiled: start Python with "
+             "LD_PRELOAD=%s\"%s",
+             (int)(notes - fixture), fixture, path, after);
     cal_jdoc d;
     char err[128];
     CHECK(cal_jdoc_parse(&d, json, strlen(json), err, sizeof err) == 0);
@@ -698,8 +732,8 @@ static void test_rand(void)
     }
     double mean = sum / n, var = sumsq / n - mean * mean;
     CHECK(ok);
-    CHECK(fabs(mean - 10.0) < 0.2);        /* sd of the mean: 10/sqrt(n) = 0.022 */
-    CHECK(fabs(sqrt(var) - 10.0) < 0.3);   /* exponential: sd == mean */
+    CHECK(fabs(mean - 10.0) < 0.2);      /* sd of the mean: 10/sqrt(n) = 0.022 */
+    CHECK(fabs(sqrt(var) - 10.0) < 0.3); /* exponential: sd == mean */
 }
 
 static volatile double spin_sink;
@@ -850,7 +884,6 @@ static void test_buf_write(void)
     cal_buf_free(&b);
 }
 
-
 /* How many entries does `dir` hold besides . and ..? */
 static int count_entries(const char *dir)
 {
@@ -873,7 +906,8 @@ static void test_buf_write_safely(void)
     cal_buf b;
     cal_buf_init(&b);
     cal_buf_puts(&b, "{}\n");
-    char dir[] = "/tmp/calipers-test-XXXXXX", out[64], victim[64], old_tmp[96], path[96];
+    char dir[] = "/tmp/calipers-test-XXXXXX", out[64], victim[64], old_tmp[96],
+         path[96];
     CHECK(mkdtemp(dir) != NULL);
     snprintf(out, sizeof out, "%s/out.json", dir);
     snprintf(victim, sizeof victim, "%s/victim", dir);
@@ -913,7 +947,8 @@ static void test_buf_write_safely(void)
        the machine's; otherwise /dev/null itself, whose directory we then
        cannot write. */
     snprintf(path, sizeof path, "%s/null", dir);
-    const char *dev = mknod(path, S_IFCHR | 0666, makedev(1, 3)) == 0 ? path : "/dev/null";
+    const char *dev =
+        mknod(path, S_IFCHR | 0666, makedev(1, 3)) == 0 ? path : "/dev/null";
     errno = 0;
     CHECK(cal_buf_write_file(&b, dev) == -1 && errno == EEXIST);
     CHECK(stat(dev, &st) == 0 && S_ISCHR(st.st_mode));
@@ -1020,7 +1055,8 @@ static void test_vmread(void)
     cal_vmread w;
     cal_vmread_reset_sigsafe(&w, getpid());
     long page = sysconf(_SC_PAGESIZE);
-    char *map = mmap(NULL, 3 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *map = mmap(NULL, 3 * (size_t)page, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(map != MAP_FAILED);
     if (map == MAP_FAILED)
         return;
