@@ -284,9 +284,15 @@ def test_gpu_figures_in_header_chart_and_tables(browser, tmp_path, run_calipers,
     table.locator("tbody tr:not(.gap)").nth(list(pcts).index(h)).locator(".gpu-mem").hover()
     tip = page.inner_text("#tip")
     assert "peak 3.0 GB" in tip and "average " + mems[h] in tip
-    # Sortable: the heaviest GPU line first, then the least.
+    # Sortable: the heaviest GPU line first, then the least.  (A line next to
+    # `heavy` that one or two samples found while the GPU was at 80% can
+    # show as much as it, or more: CI once put line 19 first at 80% over
+    # the loop's 79%.  The order is checked, not which of them leads.)
     table.locator("th", has_text="gpu%").click()
-    assert table.locator("tbody tr td:nth-child(1)").all_inner_texts()[0] == h
+    order = table.locator("tbody tr:not(.gap) td:nth-child(1)").all_inner_texts()
+    shown = [int(pcts[n].rstrip("%")) for n in order if pcts.get(n, "").rstrip("%").isdigit()]
+    assert len(shown) >= 2 and shown == sorted(shown, reverse=True), (order, pcts)
+    assert shown[0] >= int(pcts[h].rstrip("%"))
     table.locator("th", has_text="gpu mem").click()
     assert table.locator("tbody tr td:nth-child(1)").all_inner_texts()[0] == h
     # The function table has the same two columns, inclusive.
