@@ -293,6 +293,9 @@ static int max_wrapped_width(const char *text)
     return widest;
 }
 
+/* A file of tests/data (malloc'd), or NULL. */
+static char *read_fixture(const char *path, size_t *len);
+
 static void test_fuzz(const char *generated, size_t n);
 
 /* A profile's JSON, as another process of the run would write it. */
@@ -627,19 +630,12 @@ static void test_fuzz(const char *generated, size_t n)
         "tests/data/memory.json", "tests/data/cpu.json", "tests/data/empty.json",
         "tests/data/procs.json"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
-        FILE *f = fopen(fixtures[i], "rb");
-        CHECK(f != NULL); /* run from the repository root */
-        if (!f)
+        size_t len;
+        char *text = read_fixture(fixtures[i], &len);
+        if (!text)
             continue;
-        cal_buf b;
-        cal_buf_init(&b);
-        char chunk[65536];
-        size_t k;
-        while ((k = fread(chunk, 1, sizeof chunk, f)) > 0)
-            cal_buf_add(&b, chunk, k);
-        fclose(f);
-        fuzz_profile(b.data, b.len, 1500);
-        cal_buf_free(&b);
+        fuzz_profile(text, len, 1500);
+        free(text);
     }
 }
 
