@@ -51,9 +51,9 @@
 
 #include "calipers_shim.h"
 #include "pyinternals.h"
+#include "runtime.h"
 #include "sampler.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -115,32 +115,7 @@ _Static_assert(sizeof(cal_shim_pymem) == sizeof(PyMemAllocatorEx),
 _Static_assert(sizeof(cal_shim_arena) == sizeof(PyObjectArenaAllocator),
                "PyObjectArenaAllocator layout");
 
-static const cal_shim_api *shim(void)
-{
-    static const cal_shim_api *api;
-    static int looked;
-    if (!looked) {
-        const cal_shim_api *a = dlsym(RTLD_DEFAULT, CAL_SHIM_SYMBOL);
-        api = a && a->abi == CAL_SHIM_ABI ? a : NULL;
-        looked = 1;
-    }
-    return api;
-}
-
-int calx_memory_available(void) { return shim() != NULL; }
-
-int calx_memory_guard_enter(void)
-{
-    const cal_shim_api *api = shim();
-    return api ? api->guard_enter() : 0;
-}
-
-void calx_memory_guard_leave(int previous)
-{
-    const cal_shim_api *api = shim();
-    if (api)
-        api->guard_leave(previous);
-}
+int calx_memory_available(void) { return calx_runtime_shim() != NULL; }
 
 /* ---- crediting (GIL) ------------------------------------------------------ */
 
@@ -472,7 +447,7 @@ static int attach(const cal_shim_api *api, const calx_memory_config *config,
 
 int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
 {
-    const cal_shim_api *api = shim();
+    const cal_shim_api *api = calx_runtime_shim();
     if (!api) {
         PyErr_SetString(PyExc_RuntimeError, "calipers: the memory shim is not loaded "
                                             "(run the program with `calipers run`)");

@@ -16,6 +16,7 @@
 #include "gpu.h"
 #include "memory.h"
 #include "pyinternals.h"
+#include "runtime.h"
 #include "sampler.h"
 #include "signals.h"
 
@@ -120,10 +121,10 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     }
     f.self_dir = opt_strdup(self_dir);
     f.cwd = opt_strdup(cwd);
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     int rc = calx_sampler_start((int64_t)(interval * 1e9), gpu, &f);
     calx_filter_free(&f); /* empty if the sampler took it */
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     if (rc != 0)
         return NULL;
     if (since > 0)
@@ -148,9 +149,9 @@ static PyObject *py_restart_in_child(PyObject *self, PyObject *noargs)
 {
     (void)self;
     (void)noargs;
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     int rc = calx_sampler_restart_in_child();
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     if (rc != 0)
         return NULL;
     if (!calx_memory_available() ||
@@ -307,9 +308,9 @@ static PyObject *py_merge(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "corrupt profile: %s", err);
         return NULL;
     }
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     int rc = cal_merge_add(p, doc.root, start_unix, err, sizeof err);
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     cal_jdoc_free(&doc);
     if (rc != 0) {
         PyErr_SetString(

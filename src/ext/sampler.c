@@ -81,6 +81,7 @@
 #include "gpu.h"
 #include "memory.h"
 #include "pyinternals.h"
+#include "runtime.h"
 #include "signals.h"
 
 #include <dirent.h>
@@ -88,11 +89,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_FRAMES 4096        /* deeper stacks lose their outermost frames */
@@ -1143,9 +1142,9 @@ static int pending_call(void *arg)
        then, even if no later tick came to see it (a short block). */
     if (!native && tick_cpu >= 0 && cal_clock_now_ns() - tick_wall > TAKEOVER_NS)
         cut.blocked = 1;
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     sample_pass(PASS_MAIN, native, &cut);
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     pthread_mutex_lock(&E.mu);
     atomic_store(&E.call_queued, 0);
     atomic_fetch_add(&E.served, 1);
@@ -1166,15 +1165,6 @@ static void abs_deadline(struct timespec *ts, int64_t from_now_ns)
 
 #define REQUEST_CHECK_NS 100000000 /* how often to look for a request file */
 
-/* Is there an entry by that name in the run directory?  Its presence is
-   the message; it is never opened, and a symbolic link is not followed
-   (a dangling one counts too). */
-static int entry_exists(const char *path)
-{
-    struct stat st;
-    return lstat(path, &st) == 0;
-}
-
 /* Is a periodic write due, or asked for?  Returns the reason, or NULL.
    Sampler thread, E.mu held. */
 static const char *periodic_due(int64_t now)
@@ -1187,7 +1177,7 @@ static const char *periodic_due(int64_t now)
     }
     if (E.request_path && now >= E.next_request_check) {
         E.next_request_check = now + REQUEST_CHECK_NS;
-        if (entry_exists(E.request_path))
+        if (calx_runtime_entry_exists(E.request_path))
             return "request";
     }
     return NULL;
@@ -1213,7 +1203,7 @@ static void check_switch(int64_t now)
     if (!E.switch_path || now < E.next_switch_check)
         return;
     E.next_switch_check = now + REQUEST_CHECK_NS;
-    set_paused_locked(entry_exists(E.switch_path));
+    set_paused_locked(calx_runtime_entry_exists(E.switch_path));
 }
 
 /* An exponential gap of mean q, bounded so that one unlucky draw cannot
@@ -1302,7 +1292,7 @@ static void *sampler_main(void *arg)
     cal_rand_seed(&rng, (uint64_t)cal_clock_now_ns() ^ ((uint64_t)getpid() << 32));
 
     /* Everything this thread allocates is the profiler's own. */
-    (void)calx_memory_guard_enter();
+    (void)calx_runtime_guard_enter();
     PyThreadState *own = NULL; /* this thread's, once it needs one */
 
     pthread_mutex_lock(&E.mu);
@@ -1465,13 +1455,6 @@ static void after_fork_child(void)
     pthread_cond_init(&E.cv, NULL);
 }
 
-/* The kernel thread id of a thread just created (0 if unknown). */
-static int thread_tid(pthread_t t)
-{
-    clockid_t c;
-    return pthread_getcpuclockid(t, &c) == 0 ? cal_clock_thread_tid(c) : 0;
-}
-
 /* Start the sampler and GIL-watcher threads (GIL held).  wait_ready: until
    the sampler thread runs (at the start of profiling, so that the
    program's first milliseconds are sampled; not after a fork, which
@@ -1498,8 +1481,8 @@ static int threads_start(int wait_ready)
     }
     /* The sampler thread must not receive the program's signals. */
     unsigned generation = atomic_fetch_add(&E.generation, 1) + 1;
-    rc = calx_thread_start_unsignalled(&E.thread, sampler_main,
-                                       (void *)(uintptr_t)generation);
+    rc = calx_runtime_thread_start_unsignalled(&E.thread, sampler_main,
+                                               (void *)(uintptr_t)generation);
     if (rc != 0) {
         calx_gilwatch_stop();
         atomic_store(&E.active, 0);
@@ -1511,7 +1494,7 @@ static int threads_start(int wait_ready)
     /* Known now, not once it runs: the passes and the native-thread scan
        skip it. */
     E.sampler_ident = (unsigned long)E.thread;
-    E.sampler_tid = thread_tid(E.thread);
+    E.sampler_tid = calx_runtime_thread_tid(E.thread);
     if (wait_ready) {
         Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&E.mu);
         while (!E.sampler_ready)
@@ -1686,7 +1669,7 @@ int calx_sampler_restart_in_child(void)
     free(E.request_path);
     E.request_path = NULL;
     E.periodic_ns = 0;
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     /* The parent's profile and code cache are left as they are, not freed:
        freeing them (and the code objects only the cache kept alive) would
        write to every page they are on, and the child would copy them all
@@ -1699,7 +1682,7 @@ int calx_sampler_restart_in_child(void)
     E.threads_changed = 1;
     E.profile = NULL;
     int rc = engine_start(1);
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     return rc;
 }
 
@@ -1707,7 +1690,7 @@ int calx_sampler_stop(int leaving)
 {
     if (!E.profile || getpid() != E.pid)
         return 0;
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     /* Another thread may be stopping or starting our threads for a fork. */
     pthread_mutex_lock(&F.mu);
     wait_not_busy_locked();
@@ -1728,7 +1711,7 @@ int calx_sampler_stop(int leaving)
         calx_codes_clear(&E.codes);
         Py_CLEAR(E.threading_active);
     }
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     return 0;
 }
 
@@ -1755,10 +1738,10 @@ int calx_sampler_fork_before(void)
     pthread_mutex_unlock(&F.mu);
     if (!stop)
         return 0;
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     E.paused_for_fork = calx_sampler_running() && E.thread_started;
     threads_stop(STOP_FORK);
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     transition_end(1);
     return 0;
 }
@@ -1779,10 +1762,10 @@ static int resume_after_fork(void *queued)
         return 0;
     calx_signals_fork_after_parent();
     if (E.paused_for_fork && calx_sampler_running()) {
-        int guard = calx_memory_guard_enter();
+        int guard = calx_runtime_guard_enter();
         if (threads_start(0) != 0)
             PyErr_Clear(); /* no thread: the profile ends here, the program goes on */
-        calx_memory_guard_leave(guard);
+        calx_runtime_guard_leave(guard);
     }
     E.paused_for_fork = 0;
     transition_end(0);
@@ -1882,11 +1865,11 @@ void calx_sampler_snapshot(void)
 {
     if (!calx_sampler_running())
         return;
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     calx_memory_snapshot();
     cal_profile_set_wall(E.profile, cal_clock_now_ns() - E.start_wall);
     cal_profile_set_paused(E.profile, calx_sampler_paused_ns());
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
 }
 
 int calx_sampler_running(void) { return atomic_load(&E.active) && getpid() == E.pid; }
