@@ -1,6 +1,7 @@
 /*
  * _calipers — the Python binding of the engine.  Thin: argument conversion
- * and error mapping only; the work is in sampler.c and src/core.
+ * and error mapping only; the work is in the engines (sampler.c, session.c,
+ * memory.c, signals.c) and src/core.
  *
  * Errors: every function sets a Python exception and returns NULL on failure.
  * All functions are called with the GIL held, from the calipers package.
@@ -18,6 +19,7 @@
 #include "pyinternals.h"
 #include "runtime.h"
 #include "sampler.h"
+#include "session.h"
 #include "signals.h"
 
 #include <errno.h>
@@ -128,11 +130,11 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     if (rc != 0)
         return NULL;
     if (since > 0)
-        calx_sampler_set_origin((int64_t)(since * 1e9));
+        calx_session_set_origin((int64_t)(since * 1e9));
     if (alloc_mean == 0 || !calx_memory_available())
         Py_RETURN_FALSE;
     calx_memory_config mc = {alloc_mean, copy_mean, threshold ? threshold : 1 << 20};
-    if (calx_memory_start(&mc, calx_sampler_profile()) != 0) {
+    if (calx_memory_start(&mc, calx_session_profile()) != 0) {
         calx_sampler_stop(0);
         return NULL;
     }
@@ -155,7 +157,7 @@ static PyObject *py_restart_in_child(PyObject *self, PyObject *noargs)
     if (rc != 0)
         return NULL;
     if (!calx_memory_available() ||
-        calx_memory_restart_in_child(calx_sampler_profile()) != 0) {
+        calx_memory_restart_in_child(calx_session_profile()) != 0) {
         PyErr_Clear(); /* not profiling memory in the parent either */
         Py_RETURN_FALSE;
     }
@@ -258,7 +260,7 @@ static PyObject *py_set_switch(PyObject *self, PyObject *args)
     const char *path;
     if (!PyArg_ParseTuple(args, "z", &path))
         return NULL;
-    if (calx_sampler_set_switch(path) != 0)
+    if (calx_session_set_switch(path) != 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -269,7 +271,7 @@ static PyObject *py_set_paused(PyObject *self, PyObject *arg)
     int off = PyObject_IsTrue(arg);
     if (off < 0)
         return NULL;
-    calx_sampler_set_paused(off);
+    calx_session_set_paused(off);
     Py_RETURN_NONE;
 }
 
@@ -296,7 +298,7 @@ static PyObject *py_merge(PyObject *self, PyObject *args)
     double start_unix;
     if (!PyArg_ParseTuple(args, "s#d", &text, &len, &start_unix))
         return NULL;
-    cal_profile *p = calx_sampler_profile();
+    cal_profile *p = calx_session_profile();
     if (!p || calx_sampler_running()) {
         PyErr_SetString(PyExc_RuntimeError, "merge() needs a stopped profile");
         return NULL;
@@ -344,7 +346,7 @@ PyDoc_STRVAR(set_thread_names_doc, "set_thread_names(names)\n\nName profiled thr
 static PyObject *py_set_thread_names(PyObject *self, PyObject *names)
 {
     (void)self;
-    cal_profile *p = calx_sampler_profile();
+    cal_profile *p = calx_session_profile();
     if (!p)
         Py_RETURN_NONE;
     if (!PyDict_Check(names)) {
@@ -484,7 +486,7 @@ static int set_process(cal_profile *p, PyObject *meta, const meta_holder *h)
 static int render(PyObject *meta, cal_buf *b)
 {
     cal_buf_init(b);
-    cal_profile *p = calx_sampler_profile();
+    cal_profile *p = calx_session_profile();
     if (!p) {
         PyErr_SetString(PyExc_RuntimeError, "calipers has not profiled anything");
         return -1;
