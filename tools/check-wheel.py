@@ -66,6 +66,7 @@ REQUIRED = [
     ("calipers/__init__.py", None),
     ("calipers/cli.py", None),
     ("calipers/_agent.py", None),
+    ("calipers/_common.py", None),
     ("calipers/_boot/sitecustomize.py", None),
     ("calipers/schema/calipers-1.schema.json", None),
     ("calipers/_calipers.", ".so"),

@@ -3,7 +3,8 @@ configuration the launcher passed, and writes the profile at exit.
 
 Imported by the bootstrap before the program's first line, so it imports
 nothing the interpreter has not already loaded (``atexit``, ``time`` and
-``_thread`` are built in) and does all its remaining work at exit.
+``_thread`` are built in; ``_common``, what it shares with the launcher,
+imports no more) and does all its remaining work at exit.
 
 Every process of the run profiles itself: the main one (the launcher's
 PID) and, unless ``--no-follow``, each Python process started from it
@@ -24,15 +25,9 @@ import sys
 import time
 
 from calipers import __version__, _calipers
-
-RS = "\x1e"  # separates settings
-US = "\x1f"  # separates items of a list setting
-LIST_KEYS = ("argv", "profile_only", "profile_exclude", "library")
-#: CALIPERS_PYTHONPATH / CALIPERS_LD_PRELOAD when the program had none
-#: (an environment value cannot say "unset", and an empty PYTHONPATH is not
-#: the same as none).
-UNSET = "\x1f"
-BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot")
+from calipers._common import (RS, create_private, decode_config, library_dirs, profiled_env,
+                              request_path, set_switch_file, styled, switch_path, target_problem,
+                              write_file)
 
 _state = {}
 #: multiprocessing's own servers: they live until the program has ended,
@@ -42,48 +37,6 @@ SERVERS = ("from multiprocessing.resource_tracker import main",
            "from multiprocessing.semaphore_tracker import main",
            "from multiprocessing.forkserver import main")
 _finish_lock = _thread.allocate_lock()  # one writer, even on a signal
-
-
-def encode_config(config):
-    """Encode a flat dict of str, number, bool and list-of-str values."""
-    parts = []
-    for key, value in config.items():
-        if key in LIST_KEYS:
-            value = US.join(value)
-        elif isinstance(value, bool):
-            value = "1" if value else ""
-        elif value is None:
-            continue
-        parts.append("%s=%s" % (key, value))
-    return RS.join(parts)
-
-
-def profiled_env(env, config_text, shim):
-    """`env` (a mapping) with what makes a Python process started with it
-    profile itself: the bootstrap first on PYTHONPATH, the allocation shim
-    (unless None) in LD_PRELOAD, the configuration, and the program's own
-    PYTHONPATH and LD_PRELOAD saved for the bootstrap to show it."""
-    env = dict(env)
-    old = env.get("PYTHONPATH")
-    env["CALIPERS_PYTHONPATH"] = UNSET if old is None else old
-    env["PYTHONPATH"] = BOOT_DIR if not old else BOOT_DIR + os.pathsep + old
-    if shim:
-        preload = env.get("LD_PRELOAD")
-        env["CALIPERS_LD_PRELOAD"] = UNSET if preload is None else preload
-        env["LD_PRELOAD"] = shim if not preload else shim + " " + preload
-    env["CALIPERS_CONFIG"] = config_text
-    return env
-
-
-def decode_config(text):
-    config = {}
-    for part in text.split(RS):
-        key, _, value = part.partition("=")
-        if key in LIST_KEYS:
-            config[key] = value.split(US) if value else []
-        else:
-            config[key] = value
-    return config
 
 
 def start(text):
@@ -106,130 +59,6 @@ def start(text):
     if not child:
         _calipers.set_periodic(_periodic, float(_state.get("profile_interval") or 0),
                                request_path(_state.get("run_dir")))
-
-
-def request_path(run_dir):
-    """The file `calipers dump PID` creates to ask for the profile now."""
-    return os.path.join(run_dir, "dump-request") if run_dir else None
-
-
-def switch_path(run_dir):
-    """Profiling is off, in every process of the run, while this file
-    exists (`--off`, `calipers off PID`, calipers.off())."""
-    return os.path.join(run_dir, "off") if run_dir else None
-
-
-def set_switch_file(run_dir, on, dir_fd=None):
-    """Remove (on) or create (off) the run's switch file, in `run_dir` or
-    in the directory open as `dir_fd` (`calipers off PID`, which has
-    checked it); OSError if the run directory cannot be written.  The
-    file is created exclusively and never through a symbolic link: any
-    entry by that name means off (sampler.c looks with lstat)."""
-    path = "off" if dir_fd is not None else switch_path(run_dir)
-    try:
-        if on:
-            os.unlink(path, dir_fd=dir_fd)
-        else:
-            create_private(path, dir_fd)
-    except (FileNotFoundError, FileExistsError):
-        pass
-
-
-# ---- Files calipers creates (docs/INTERNALS.md, "Files calipers creates") ----
-#
-# calipers may run as root in directories others can write to, so every
-# file it creates is created exclusively (O_EXCL|O_NOFOLLOW: never through
-# a symbolic link, never a file that was there), readable by its owner
-# only, and a file it replaces is replaced whole by a rename, only if it is
-# a regular file.  The engine's writer (cal_buf_write_file) and
-# write_file() below follow the same rule.
-
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def create_private(path, dir_fd=None):
-    """Create the empty file `path` (relative to dir_fd if given), mode
-    0600; FileExistsError if there is anything by that name, a symbolic
-    link included."""
-    os.close(os.open(path, _CREATE, 0o600, dir_fd=dir_fd))
-
-
-def target_problem(path, dir_fd=None):
-    """Why calipers will not replace `path` (relative to dir_fd if given)
-    with a file of its own, as a phrase ("it is a symbolic link"), or None
-    when it is a regular file or absent, or cannot be looked at (a name too
-    long, a directory on the way missing: the write itself then fails and
-    says so)."""
-    try:
-        mode = os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode
-    except (OSError, ValueError):
-        return None
-    if stat.S_ISREG(mode):
-        return None
-    for test, kind in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
-                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return "it is " + kind
-    return "it is not a regular file"
-
-
-def new_mode():
-    """The mode a file created with 0666 gets under this process's umask,
-    read from /proc/self/status (os.umask cannot read it without setting
-    it, which races with the program's threads); 0600 if unknown."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Umask:"):
-                    return 0o666 & ~int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o600
-
-
-def write_file(path, data):
-    """Replace the file `path` whole with `data` (bytes), as the engine's
-    writer does (cal_buf.h): an exclusively created temporary file with a
-    random name in the same directory, mode 0600 until complete, renamed
-    over `path`.  OSError if `path` is not a regular file or absent
-    (target_problem says why), or on any failure; no temporary file is
-    left behind."""
-    directory, base = os.path.split(os.path.abspath(path))
-    dir_fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    tmp = None
-    try:
-        problem = target_problem(base, dir_fd)
-        if problem:
-            raise OSError(0, problem, path)
-        for _ in range(100):
-            tmp = ".calipers-%s.tmp" % os.urandom(6).hex()
-            try:
-                fd = os.open(tmp, _CREATE, 0o600, dir_fd=dir_fd)
-                break
-            except FileExistsError:
-                tmp = None
-        if tmp is None:
-            raise FileExistsError(17, "no free temporary name", directory)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fchmod(fd, new_mode())
-        finally:
-            os.close(fd)
-        problem = target_problem(base, dir_fd)  # again: it may have changed meanwhile
-        if problem:
-            raise OSError(0, problem, path)
-        os.rename(tmp, base, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        tmp = None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp, dir_fd=dir_fd)
-            except OSError:
-                pass
-        os.close(dir_fd)
 
 
 def _open_regular(path):
@@ -283,15 +112,13 @@ def start_api(outfile, interval, memory_interval, profile_all, profile_only, pro
     `calipers run` (see calipers.start for the arguments)."""
     if _state.get("pid") == os.getpid() and not _state.get("finished"):
         raise RuntimeError("calipers is already profiling this process")
-    from calipers import cli
-
     _state.clear()
     _state.update({
         "outfile": os.path.abspath(outfile), "interval": interval,
         "memory_interval": memory_interval, "profile_all": profile_all,
         "profile_only": list(profile_only), "profile_exclude": list(profile_exclude),
         "no_report": not report, "html": os.path.abspath(html) if html else None,
-        "library": cli.library_dirs(), "cwd": os.getcwd(), "argv": list(sys.argv),
+        "library": library_dirs(), "cwd": os.getcwd(), "argv": list(sys.argv),
         "script": os.path.abspath(sys.argv[0]) if sys.argv and os.path.isfile(sys.argv[0]) else None,
         "api": True,
     })
@@ -757,16 +584,6 @@ def _terminal_width():
         return os.get_terminal_size(2).columns
     except OSError:
         return int(os.environ.get("COLUMNS") or 100)
-
-
-def styled(fd):
-    """Colour and block glyphs on a terminal, unless NO_COLOR is set."""
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    try:
-        return os.isatty(fd)
-    except OSError:
-        return False
 
 
 def _finish(end="exit", signum=0):

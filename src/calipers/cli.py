@@ -19,7 +19,7 @@ runs all the same.
 import os
 import sys
 
-from calipers import __version__
+from calipers import __version__, _common
 
 USAGE = """\
 usage: calipers run [options] script.py [args...]
@@ -381,15 +381,13 @@ def check_outfile(path, option="--outfile", what="the profile", stdout=False):
     removed) and, in a sticky directory, ours to replace.  With `stdout`,
     "-" means standard output.  Creates nothing and follows no symbolic
     link at `path`."""
-    from calipers import _agent
-
     if stdout and path == "-":
         return path
     path = os.path.abspath(path)
     directory = os.path.dirname(path)
     if len(os.fsencode(path)) >= 4096:  # PATH_MAX: the directory cannot even be looked at
         raise UsageError("cannot write %s to %s...: file name too long" % (what, path[:60]))
-    problem = _agent.target_problem(path)
+    problem = _common.target_problem(path)
     if problem == "it is a directory":
         raise UsageError("%s %s is a directory" % (option, path))
     if problem:
@@ -403,7 +401,7 @@ def check_outfile(path, option="--outfile", what="the profile", stdout=False):
         dir_fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             probe = ".calipers-%s.tmp" % os.urandom(6).hex()
-            _agent.create_private(probe, dir_fd)
+            _common.create_private(probe, dir_fd)
             os.unlink(probe, dir_fd=dir_fd)
             # rename(2) over the file at exit: in a sticky directory (/tmp)
             # only the file's or the directory's owner may.
@@ -428,28 +426,6 @@ def check_outfile(path, option="--outfile", what="the profile", stdout=False):
         raise UsageError("cannot write %s to %s: %s"
                          % (what, path, (exc.strerror or str(exc)).lower()))
     return path
-
-
-def library_dirs():
-    """Directories whose code is not the program's own: the standard library
-    and every site-packages this interpreter knows.  (No sysconfig: importing
-    it would cost the launcher more than everything else it does.)"""
-    import site
-
-    dirs = {os.path.dirname(os.__file__)}
-    for getter in ("getsitepackages", "getusersitepackages"):
-        try:
-            found = getattr(site, getter)()
-        except Exception:
-            continue
-        dirs.update([found] if isinstance(found, str) else found)
-    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
-        dirs.add(os.path.join(prefix, "lib", "python%d.%d" % sys.version_info[:2]))
-    real = set()
-    for d in dirs:
-        real.add(os.path.abspath(d))
-        real.add(os.path.realpath(d))
-    return sorted(real)
 
 
 def interpreter_flags():
@@ -580,8 +556,6 @@ def remove_run_dir(tmp_fd, name, uid):
 def run(args):
     import time
 
-    from calipers import _agent
-
     opts, (kind, target), program_args = parse_run(args)
     if kind == "script":
         check_script(target)
@@ -604,7 +578,7 @@ def run(args):
         "no_report": opts["no_report"],
         "html": html,
         "min_percent": repr(opts["min_percent"]),
-        "library": library_dirs(),
+        "library": _common.library_dirs(),
         "cwd": cwd,
         "script": os.path.abspath(target) if kind == "script" else None,
         "module": target if kind == "module" else None,
@@ -621,7 +595,7 @@ def run(args):
         "run_dir": run_directory(),
     }
     if opts["off"]:
-        _agent.set_switch_file(config["run_dir"], False)
+        _common.set_switch_file(config["run_dir"], False)
     shim = None
     if not opts["cpu_only"]:
         # CALIPERS_SHIM: another build of the shim (the sanitizer test tier).
@@ -633,7 +607,7 @@ def run(args):
     config["shim"] = shim
     env = dict(os.environ)
     env.pop("CALIPERS_SHIM", None)
-    env = _agent.profiled_env(env, _agent.encode_config(config), shim)
+    env = _common.profiled_env(env, _common.encode_config(config), shim)
     exe = sys.executable
     cmd = [exe] + interpreter_flags()
     cmd += [target] if kind == "script" else ["-m", target]
@@ -707,7 +681,7 @@ def terminal_width():
 
 def view(args):
     """calipers view: render a saved profile."""
-    from calipers import _agent, _calipers
+    from calipers import _calipers
 
     opts = {"html": None, "width": None, "min_percent": 1.0, "max_rows": 300, "color": "auto"}
     path = None
@@ -759,14 +733,14 @@ def view(args):
                 width = terminal_width()
             tty = {"always": True, "never": False}.get(opts["color"])
             if tty is None:
-                tty = _agent.styled(1)
+                tty = _common.styled(1)
             text = _calipers.render_text(data, width, tty, opts["min_percent"],
                                          opts["max_rows"], None)
     except ValueError as exc:
         raise InputError("%s: %s" % (path, exc), 1)
     if html:
         try:
-            _agent.write_file(html, page.encode("utf-8"))
+            _common.write_file(html, page.encode("utf-8"))
         except OSError as exc:
             raise InputError("cannot write %s: %s" % (html, exc.strerror or exc), 2)
         say(sys.stderr, "calipers: HTML report written to %s\n" % html)
@@ -791,8 +765,6 @@ def control_dir(pid, command):
     root, and writable by nobody else.  Returns (descriptor, config)."""
     import errno
 
-    from calipers import _agent
-
     try:
         with open("/proc/%d/environ" % pid, "rb") as f:
             environ = f.read().split(b"\0")
@@ -803,7 +775,7 @@ def control_dir(pid, command):
     raw = [e[len(b"CALIPERS_CONFIG="):] for e in environ if e.startswith(b"CALIPERS_CONFIG=")]
     if not raw:
         raise InputError("process %d is not running under calipers" % pid, 1)
-    config = _agent.decode_config(raw[0].decode("utf-8", "replace"))
+    config = _common.decode_config(raw[0].decode("utf-8", "replace"))
     try:
         main_pid = int(config.get("main_pid") or 0)
     except ValueError:
@@ -874,8 +846,6 @@ def dump(args):
     with a request file created in its (checked) run directory."""
     import time
 
-    from calipers import _agent
-
     pid = pid_argument(args, "dump")
     dir_fd, config = control_dir(pid, "dump")
     try:
@@ -883,9 +853,9 @@ def dump(args):
         if outfile == "-":
             raise InputError("process %d writes its profile to standard output, once, at its "
                              "end (-o -): it cannot be written while it runs" % pid, 1)
-        request = os.path.basename(_agent.request_path("."))
+        request = os.path.basename(_common.request_path("."))
         try:
-            _agent.create_private(request, dir_fd)
+            _common.create_private(request, dir_fd)
         except FileExistsError:
             pass  # a request is waiting already: wait for it with the other
         except OSError as exc:
@@ -910,13 +880,11 @@ def dump(args):
 def switch(args, on):
     """calipers on PID / calipers off PID: every process of the run
     follows the switch file within a tenth of a second."""
-    from calipers import _agent
-
     command = "on" if on else "off"
     pid = pid_argument(args, command)
     dir_fd, _ = control_dir(pid, command)
     try:
-        _agent.set_switch_file(None, on, dir_fd=dir_fd)
+        _common.set_switch_file(None, on, dir_fd=dir_fd)
     except OSError as exc:
         raise InputError("cannot switch process %d %s: %s" % (pid, command, exc.strerror), 1)
     finally:

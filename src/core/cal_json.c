@@ -1,6 +1,8 @@
 /* cal_json — see cal_json.h. */
 #include "cal_json.h"
 
+#include "cal_utf8.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -76,32 +78,6 @@ void cal_json_key(cal_json *j, const char *key)
     j->after_key = 1;
 }
 
-/* Length of the valid UTF-8 sequence at s, or 0 if invalid. */
-static int utf8_len(const unsigned char *s)
-{
-    unsigned c = s[0];
-    int n;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xE0) == 0xC0)
-        n = 2, min = 0x80, c &= 0x1F;
-    else if ((c & 0xF0) == 0xE0)
-        n = 3, min = 0x800, c &= 0x0F;
-    else if ((c & 0xF8) == 0xF0)
-        n = 4, min = 0x10000, c &= 0x07;
-    else
-        return 0;
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        c = (c << 6) | (s[i] & 0x3F);
-    }
-    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-        return 0;
-    return n;
-}
-
 void cal_json_escape(cal_buf *out, const char *str)
 {
     const unsigned char *s = (const unsigned char *)str;
@@ -134,12 +110,13 @@ void cal_json_escape(cal_buf *out, const char *str)
                 cal_buf_add(out, (const char *)s, 1);
             s++;
         } else {
-            int n = utf8_len(s);
+            /* The string ends with a NUL: 4 bytes may be looked at. */
+            size_t n = cal_utf8_decode((const char *)s, 4, NULL);
             if (n == 0) {
                 cal_buf_puts(out, "\\ufffd");
                 s++;
             } else {
-                cal_buf_add(out, (const char *)s, (size_t)n);
+                cal_buf_add(out, (const char *)s, n);
                 s += n;
             }
         }

@@ -7,6 +7,8 @@
  */
 #include "cal_jsonr.h"
 
+#include "cal_utf8.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -179,63 +181,6 @@ static int hex4(const char *p, const char *end, unsigned *out)
     return 0;
 }
 
-static size_t put_utf8(char *d, unsigned cp)
-{
-    if (cp < 0x80) {
-        d[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        d[0] = (char)(0xC0 | (cp >> 6));
-        d[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        d[0] = (char)(0xE0 | (cp >> 12));
-        d[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        d[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    d[0] = (char)(0xF0 | (cp >> 18));
-    d[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    d[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    d[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* Length of the valid UTF-8 sequence at p (1-4), or 0 if it is not one. */
-static size_t utf8_seq(const unsigned char *p, const unsigned char *end)
-{
-    unsigned c = p[0];
-    size_t n;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-        min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        min = 0x10000;
-    } else {
-        return 0;
-    }
-    if ((size_t)(end - p) < n)
-        return 0;
-    unsigned cp = c & (0x7F >> n);
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
 /* A string at ps->p (the opening quote): decoded into the arena.  Invalid
    UTF-8 becomes U+FFFD, as the writer does. */
 static int string(parser *ps, const char **out, size_t *outlen)
@@ -262,13 +207,13 @@ static int string(parser *ps, const char **out, size_t *outlen)
             return fail(ps, "control character in string");
         }
         if (c != '\\') {
-            size_t k = utf8_seq((const unsigned char *)p, (const unsigned char *)q);
+            size_t k = cal_utf8_decode(p, (size_t)(q - p), NULL);
             if (k) {
                 memcpy(d + n, p, k);
                 n += k;
                 p += k;
             } else {
-                n += put_utf8(d + n, 0xFFFD);
+                n += cal_utf8_encode(d + n, CAL_UTF8_REPLACEMENT);
                 p++;
             }
             continue;
@@ -314,7 +259,7 @@ static int string(parser *ps, const char **out, size_t *outlen)
             } else if (cp >= 0xD800 && cp <= 0xDFFF) {
                 cp = 0xFFFD; /* a lone surrogate */
             }
-            n += put_utf8(d + n, cp);
+            n += cal_utf8_encode(d + n, cp);
             break;
         }
         default:

@@ -29,6 +29,8 @@
  */
 #include "cal_view.h"
 
+#include "cal_utf8.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -335,23 +337,18 @@ unsigned cal_view_control(const char *s, size_t *len)
         return 0;
     if (p[0] < 0x20 || p[0] == 0x7F)
         return p[0];
-    unsigned cp;
-    if (p[0] >= 0xC2 && p[0] <= 0xDF && (p[1] & 0xC0) == 0x80) {
-        cp = (p[0] & 0x1Fu) << 6 | (p[1] & 0x3Fu);
-        *len = 2;
-    } else if ((p[0] & 0xF0) == 0xE0 && (p[1] & 0xC0) == 0x80 &&
-               (p[2] & 0xC0) == 0x80) {
-        cp = (p[0] & 0x0Fu) << 12 | (p[1] & 0x3Fu) << 6 | (p[2] & 0x3Fu);
-        *len = 3;
-    } else {
-        return 0; /* ASCII, or beyond the BMP, where none of them are */
-    }
+    /* The text ends with a NUL: 4 bytes may be looked at. */
+    uint32_t cp;
+    size_t n = cal_utf8_decode(s, 4, &cp);
+    if (n != 2 && n != 3)
+        return 0; /* ASCII, beyond the BMP (where none of them are), or not UTF-8 */
     if ((cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200B || cp == 0x200E ||
         cp == 0x200F || (cp >= 0x2028 && cp <= 0x202E) ||
         (cp >= 0x2060 && cp <= 0x206F) || cp == 0xFEFF ||
-        (cp >= 0xFFF9 && cp <= 0xFFFB))
+        (cp >= 0xFFF9 && cp <= 0xFFFB)) {
+        *len = n;
         return cp;
-    *len = 1;
+    }
     return 0;
 }
 

@@ -1,6 +1,8 @@
 /* codeinfo — see codeinfo.h. */
 #include "codeinfo.h"
 
+#include "cal_utf8.h"
+
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,29 +37,10 @@ size_t calx_utf8(PyObject *str, char *dst, size_t cap)
     const void *data = PyUnicode_DATA(str);
     for (Py_ssize_t i = 0; i < len; i++) {
         Py_UCS4 ch = PyUnicode_READ(kind, data, i);
-        char enc[4];
-        size_t k;
         if (ch >= 0xD800 && ch <= 0xDFFF)
-            ch = 0xFFFD;
-        if (ch < 0x80) {
-            enc[0] = (char)ch;
-            k = 1;
-        } else if (ch < 0x800) {
-            enc[0] = (char)(0xC0 | (ch >> 6));
-            enc[1] = (char)(0x80 | (ch & 0x3F));
-            k = 2;
-        } else if (ch < 0x10000) {
-            enc[0] = (char)(0xE0 | (ch >> 12));
-            enc[1] = (char)(0x80 | ((ch >> 6) & 0x3F));
-            enc[2] = (char)(0x80 | (ch & 0x3F));
-            k = 3;
-        } else {
-            enc[0] = (char)(0xF0 | (ch >> 18));
-            enc[1] = (char)(0x80 | ((ch >> 12) & 0x3F));
-            enc[2] = (char)(0x80 | ((ch >> 6) & 0x3F));
-            enc[3] = (char)(0x80 | (ch & 0x3F));
-            k = 4;
-        }
+            ch = CAL_UTF8_REPLACEMENT;
+        char enc[4];
+        size_t k = cal_utf8_encode(enc, ch);
         if (n + k >= cap)
             break;
         memcpy(dst + n, enc, k);

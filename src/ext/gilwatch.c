@@ -1,11 +1,10 @@
 /* gilwatch — see gilwatch.h. */
 #include "gilwatch.h"
-#include "memory.h"
 
 #include "cal_clock.h"
 #include "cal_vmread.h"
 #include "pyinternals.h"
-#include "signals.h"
+#include "runtime.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -124,7 +123,7 @@ static void observe(PyInterpreterState *interp)
 static void *watcher_main(void *arg)
 {
     (void)arg;
-    (void)calx_memory_guard_enter(); /* what this thread allocates is ours */
+    (void)calx_runtime_guard_enter(); /* what this thread allocates is ours */
     __atomic_store_n(&W.tid, (int)gettid(), __ATOMIC_RELAXED);
     pthread_mutex_lock(&W.mu);
     while (!W.stopping) {
@@ -150,7 +149,7 @@ static int start_thread(void)
     W.stopping = 0;
     W.last_look = 0; /* a gap across a stop says nothing */
     pthread_mutex_unlock(&W.mu);
-    int rc = calx_thread_start_unsignalled(&W.thread, watcher_main, NULL);
+    int rc = calx_runtime_thread_start_unsignalled(&W.thread, watcher_main, NULL);
     W.running = rc == 0;
     /* Its kernel id now, not when it first runs: the native-thread scan
        must never take it for one of the program's. */

@@ -11,11 +11,11 @@
  * An NVML error ends polling for the run (the profile keeps what was read
  * and says when and why it stopped); the thread never touches the profile.
  */
-#include "memory.h" /* Python.h first: it defines _GNU_SOURCE */
+#define _GNU_SOURCE /* gettid */
+#include "gpu.h"
 
 #include "cal_clock.h"
-#include "gpu.h"
-#include "signals.h"
+#include "runtime.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -82,7 +82,7 @@ static void *poller_main(void *arg)
 {
     (void)arg;
     (void)
-        calx_memory_guard_enter(); /* NVML's allocations are ours, not the program's */
+        calx_runtime_guard_enter(); /* NVML's allocations are ours, not the program's */
     pthread_mutex_lock(&G.mu);
     G.tid = (int)gettid();
     if (!G.opened) {
@@ -134,7 +134,7 @@ static int start_thread(void)
 {
     G.stopping = 0;
     G.due = 1; /* a first reading at once */
-    int rc = calx_thread_start_unsignalled(&G.thread, poller_main, NULL);
+    int rc = calx_runtime_thread_start_unsignalled(&G.thread, poller_main, NULL);
     G.running = rc == 0;
     return rc;
 }

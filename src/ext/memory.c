@@ -51,9 +51,9 @@
 
 #include "calipers_shim.h"
 #include "pyinternals.h"
-#include "sampler.h"
+#include "runtime.h"
+#include "session.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -115,32 +115,7 @@ _Static_assert(sizeof(cal_shim_pymem) == sizeof(PyMemAllocatorEx),
 _Static_assert(sizeof(cal_shim_arena) == sizeof(PyObjectArenaAllocator),
                "PyObjectArenaAllocator layout");
 
-static const cal_shim_api *shim(void)
-{
-    static const cal_shim_api *api;
-    static int looked;
-    if (!looked) {
-        const cal_shim_api *a = dlsym(RTLD_DEFAULT, CAL_SHIM_SYMBOL);
-        api = a && a->abi == CAL_SHIM_ABI ? a : NULL;
-        looked = 1;
-    }
-    return api;
-}
-
-int calx_memory_available(void) { return shim() != NULL; }
-
-int calx_memory_guard_enter(void)
-{
-    const cal_shim_api *api = shim();
-    return api ? api->guard_enter() : 0;
-}
-
-void calx_memory_guard_leave(int previous)
-{
-    const cal_shim_api *api = shim();
-    if (api)
-        api->guard_leave(previous);
-}
+int calx_memory_available(void) { return calx_runtime_shim() != NULL; }
 
 /* ---- crediting (GIL) ------------------------------------------------------ */
 
@@ -296,14 +271,14 @@ static void drain(void)
         switch (e.kind) {
         case Q_ALLOC:
         case Q_COPY:
-            calx_sampler_where_cached(e.frames, e.nframes, &w);
+            calx_session_where_cached(e.frames, e.nframes, &w);
             (void)credit(&w, e.a, e.python, e.kind == Q_COPY, e.t);
             break;
         case Q_FREE:
             freed(e.line, e.a, e.t);
             break;
         case Q_FOOTPRINT:
-            calx_sampler_where_cached(e.frames, e.nframes, &w);
+            calx_session_where_cached(e.frames, e.nframes, &w);
             footprint(&w, e.a, e.flags, e.t);
             break;
         }
@@ -346,7 +321,7 @@ static int where_now(calx_where *w, const qevent *proto)
         return 0;
     }
     drain();
-    if (calx_sampler_where(ts, w) != 0) {
+    if (calx_session_where(ts, w) != 0) {
         atomic_fetch_add(&M.dropped, 1);
         return 0;
     }
@@ -356,9 +331,9 @@ static int where_now(calx_where *w, const qevent *proto)
 static uint32_t on_alloc(void *ptr, size_t size, int64_t weight, int python)
 {
     (void)size;
-    if (calx_sampler_paused())
+    if (calx_session_paused())
         return 0; /* profiling is off: not credited, not tracked */
-    int64_t t = calx_sampler_elapsed_ns();
+    int64_t t = calx_session_elapsed_ns();
     qevent e = {.kind = Q_ALLOC, .python = (uint8_t)python, .a = weight, .t = t};
     calx_where w;
     if (!where_now(&w, &e))
@@ -373,7 +348,7 @@ static uint32_t on_alloc(void *ptr, size_t size, int64_t weight, int python)
 
 static void on_free(void *ptr, uint32_t cookie, int64_t weight)
 {
-    int64_t t = calx_sampler_elapsed_ns();
+    int64_t t = calx_session_elapsed_ns();
     pthread_mutex_lock(&M.mu);
     if (ptr == M.watched) {
         M.watched = NULL;
@@ -391,9 +366,9 @@ static void on_free(void *ptr, uint32_t cookie, int64_t weight)
 
 static void on_copy(int64_t weight)
 {
-    if (calx_sampler_paused())
+    if (calx_session_paused())
         return;
-    int64_t t = calx_sampler_elapsed_ns();
+    int64_t t = calx_session_elapsed_ns();
     qevent e = {.kind = Q_COPY, .a = weight, .t = t};
     calx_where w;
     if (where_now(&w, &e))
@@ -403,7 +378,7 @@ static void on_copy(int64_t weight)
 static void on_footprint(int64_t live, int64_t live_python, int flags)
 {
     (void)live_python; /* the exact counters are read at the end */
-    int64_t t = calx_sampler_elapsed_ns();
+    int64_t t = calx_session_elapsed_ns();
     qevent e = {.kind = Q_FOOTPRINT, .flags = (uint8_t)flags, .a = live, .t = t};
     calx_where w;
     if (where_now(&w, &e))
@@ -472,7 +447,7 @@ static int attach(const cal_shim_api *api, const calx_memory_config *config,
 
 int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
 {
-    const cal_shim_api *api = shim();
+    const cal_shim_api *api = calx_runtime_shim();
     if (!api) {
         PyErr_SetString(PyExc_RuntimeError, "calipers: the memory shim is not loaded "
                                             "(run the program with `calipers run`)");
@@ -541,7 +516,7 @@ int64_t calx_memory_pass(void)
     cal_shim_counters c;
     M.api->counters(&c);
     int64_t live = c.live_native + c.live_python - M.base_live;
-    cal_series_add(&cal_profile_memory(M.profile)->footprint, calx_sampler_elapsed_ns(),
+    cal_series_add(&cal_profile_memory(M.profile)->footprint, calx_session_elapsed_ns(),
                    live);
     return live;
 }
@@ -600,7 +575,7 @@ void calx_memory_stop(void)
     api->counters(&c);
     totals(&c);
     cal_memory *mem = cal_profile_memory(M.profile);
-    cal_series_add(&mem->footprint, calx_sampler_elapsed_ns(), mem->end_live);
+    cal_series_add(&mem->footprint, calx_session_elapsed_ns(), mem->end_live);
     M.attached = 0;
     free(M.queue);
     M.queue = NULL;

@@ -45,11 +45,6 @@ void calx_memory_snapshot(void);
    profiling. */
 int64_t calx_memory_pass(void);
 
-/* The shim's recursion guard for this thread: the profiler's own work must
-   run inside it.  No-ops without the shim. */
-int calx_memory_guard_enter(void);
-void calx_memory_guard_leave(int previous);
-
 /* The process forked (pthread_atfork): the child stops sampling; the
    allocator hooks stay installed and keep counting. */
 void calx_memory_after_fork_child(void);

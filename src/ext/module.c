@@ -1,6 +1,7 @@
 /*
  * _calipers — the Python binding of the engine.  Thin: argument conversion
- * and error mapping only; the work is in sampler.c and src/core.
+ * and error mapping only; the work is in the engines (sampler.c, session.c,
+ * memory.c, signals.c) and src/core.
  *
  * Errors: every function sets a Python exception and returns NULL on failure.
  * All functions are called with the GIL held, from the calipers package.
@@ -16,7 +17,9 @@
 #include "gpu.h"
 #include "memory.h"
 #include "pyinternals.h"
+#include "runtime.h"
 #include "sampler.h"
+#include "session.h"
 #include "signals.h"
 
 #include <errno.h>
@@ -120,18 +123,18 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     }
     f.self_dir = opt_strdup(self_dir);
     f.cwd = opt_strdup(cwd);
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     int rc = calx_sampler_start((int64_t)(interval * 1e9), gpu, &f);
     calx_filter_free(&f); /* empty if the sampler took it */
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     if (rc != 0)
         return NULL;
     if (since > 0)
-        calx_sampler_set_origin((int64_t)(since * 1e9));
+        calx_session_set_origin((int64_t)(since * 1e9));
     if (alloc_mean == 0 || !calx_memory_available())
         Py_RETURN_FALSE;
     calx_memory_config mc = {alloc_mean, copy_mean, threshold ? threshold : 1 << 20};
-    if (calx_memory_start(&mc, calx_sampler_profile()) != 0) {
+    if (calx_memory_start(&mc, calx_session_profile()) != 0) {
         calx_sampler_stop(0);
         return NULL;
     }
@@ -148,13 +151,13 @@ static PyObject *py_restart_in_child(PyObject *self, PyObject *noargs)
 {
     (void)self;
     (void)noargs;
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     int rc = calx_sampler_restart_in_child();
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     if (rc != 0)
         return NULL;
     if (!calx_memory_available() ||
-        calx_memory_restart_in_child(calx_sampler_profile()) != 0) {
+        calx_memory_restart_in_child(calx_session_profile()) != 0) {
         PyErr_Clear(); /* not profiling memory in the parent either */
         Py_RETURN_FALSE;
     }
@@ -257,7 +260,7 @@ static PyObject *py_set_switch(PyObject *self, PyObject *args)
     const char *path;
     if (!PyArg_ParseTuple(args, "z", &path))
         return NULL;
-    if (calx_sampler_set_switch(path) != 0)
+    if (calx_session_set_switch(path) != 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -268,7 +271,7 @@ static PyObject *py_set_paused(PyObject *self, PyObject *arg)
     int off = PyObject_IsTrue(arg);
     if (off < 0)
         return NULL;
-    calx_sampler_set_paused(off);
+    calx_session_set_paused(off);
     Py_RETURN_NONE;
 }
 
@@ -295,7 +298,7 @@ static PyObject *py_merge(PyObject *self, PyObject *args)
     double start_unix;
     if (!PyArg_ParseTuple(args, "s#d", &text, &len, &start_unix))
         return NULL;
-    cal_profile *p = calx_sampler_profile();
+    cal_profile *p = calx_session_profile();
     if (!p || calx_sampler_running()) {
         PyErr_SetString(PyExc_RuntimeError, "merge() needs a stopped profile");
         return NULL;
@@ -307,9 +310,9 @@ static PyObject *py_merge(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "corrupt profile: %s", err);
         return NULL;
     }
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     int rc = cal_merge_add(p, doc.root, start_unix, err, sizeof err);
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     cal_jdoc_free(&doc);
     if (rc != 0) {
         PyErr_SetString(
@@ -343,7 +346,7 @@ PyDoc_STRVAR(set_thread_names_doc, "set_thread_names(names)\n\nName profiled thr
 static PyObject *py_set_thread_names(PyObject *self, PyObject *names)
 {
     (void)self;
-    cal_profile *p = calx_sampler_profile();
+    cal_profile *p = calx_session_profile();
     if (!p)
         Py_RETURN_NONE;
     if (!PyDict_Check(names)) {
@@ -483,7 +486,7 @@ static int set_process(cal_profile *p, PyObject *meta, const meta_holder *h)
 static int render(PyObject *meta, cal_buf *b)
 {
     cal_buf_init(b);
-    cal_profile *p = calx_sampler_profile();
+    cal_profile *p = calx_session_profile();
     if (!p) {
         PyErr_SetString(PyExc_RuntimeError, "calipers has not profiled anything");
         return -1;

@@ -81,6 +81,8 @@
 #include "gpu.h"
 #include "memory.h"
 #include "pyinternals.h"
+#include "runtime.h"
+#include "session.h"
 #include "signals.h"
 
 #include <dirent.h>
@@ -88,14 +90,11 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_FRAMES 4096        /* deeper stacks lose their outermost frames */
 #define SERVICE_NS 50000       /* a service needing more main-thread CPU is "delayed" */
 #define TAKEOVER_NS 1000000    /* how long to wait for the main thread */
 #define MIN_WATCHED_NS 2000000 /* CPU watched before a thread's split is updated */
@@ -186,14 +185,11 @@ typedef struct main_cut {
 
 typedef struct engine {
     /* Protected by the GIL. */
-    cal_profile *profile;
-    calx_codes codes;
-    calx_filter filter;
     calx_thread *threads;
     size_t nthreads, cap;
     pass_entry *pass;
     size_t pass_cap;
-    calx_frame frames[MAX_FRAMES];
+    calx_frame frames[CALX_FRAMES_MAX];
     uint32_t *pass_funcs;
     size_t pass_nfuncs, pass_funcs_cap;
     PyObject *threading_active; /* threading._active, for thread names */
@@ -207,7 +203,6 @@ typedef struct engine {
     size_t nloops;
     int in_pass; /* a pass is running (it may call Python) */
     int64_t dropped;
-    int64_t start_wall;
 
     /* Set at start, read-only afterwards. */
     PyInterpreterState *interp;
@@ -227,13 +222,6 @@ typedef struct engine {
     int64_t periodic_ns; /* 0: only on request */
     char *request_path;  /* a file whose existence is a request, or NULL */
     int64_t next_periodic, next_request_check;
-
-    /* Switching off and on (E.mu): profiling is off while switch_path
-       exists (checked with requests), or as set_paused says. */
-    char *switch_path;
-    int64_t next_switch_check;
-    atomic_int paused;
-    int64_t paused_since, paused_ns;
 
     /* The handshake. */
     atomic_int active; /* profiling in this process */
@@ -294,11 +282,11 @@ static native_thread *native_find(int tid)
 
 static calx_thread *registry_add(unsigned long ident, clockid_t clock, int baseline_now)
 {
+    cal_profile *p = calx_session_profile();
     if (grow_one((void **)&E.threads, &E.cap, E.nthreads, sizeof(*E.threads)) != 0)
         return NULL;
     int is_main = ident == E.main_ident;
-    uint32_t stat =
-        cal_profile_thread(E.profile, ident, cal_clock_thread_tid(clock), is_main);
+    uint32_t stat = cal_profile_thread(p, ident, cal_clock_thread_tid(clock), is_main);
     if (stat == CAL_PROFILE_NONE)
         return NULL;
     calx_thread *th = &E.threads[E.nthreads++];
@@ -329,9 +317,9 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
             t.system_ns = nt->first.system_ns < nt->first.cpu_ns ? nt->first.system_ns
                                                                  : nt->first.cpu_ns;
             t.native_ns = nt->first.cpu_ns - t.system_ns;
-            if (!atomic_load(&E.paused) &&
-                cal_profile_add_sample(E.profile, stat, CAL_PROFILE_NONE, 0,
-                                       CAL_PROFILE_NONE, &t) != 0)
+            if (!calx_session_paused() &&
+                cal_profile_add_sample(p, stat, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE,
+                                       &t) != 0)
                 E.dropped++;
             now = nt->first;
         } else if (nt) {
@@ -345,7 +333,7 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
     th->last_cpu = now.cpu_ns;
     th->last_sys = now.system_ns;
     if (is_main)
-        cal_profile_set_thread_name(E.profile, stat, "MainThread");
+        cal_profile_set_thread_name(p, stat, "MainThread");
     return th;
 }
 
@@ -414,7 +402,7 @@ static void resolve_name(calx_thread *th)
         if (name && PyUnicode_Check(name)) {
             char buf[256];
             calx_utf8(name, buf, sizeof buf);
-            if (cal_profile_set_thread_name(E.profile, th->stat, buf) == 0)
+            if (cal_profile_set_thread_name(calx_session_profile(), th->stat, buf) == 0)
                 th->name_tries = 1000;
         }
         Py_XDECREF(name);
@@ -430,7 +418,7 @@ static void resolve_name(calx_thread *th)
    to E.pass_funcs). */
 static int attribute(PyThreadState *ts, const calx_peek *peek, pass_entry *pe)
 {
-    int n = calx_thread_frames(ts, peek, E.frames, MAX_FRAMES);
+    int n = calx_thread_frames(ts, peek, E.frames, CALX_FRAMES_MAX);
     pe->file = CAL_PROFILE_NONE;
     pe->func = CAL_PROFILE_NONE;
     pe->line = 0;
@@ -440,8 +428,7 @@ static int attribute(PyThreadState *ts, const calx_peek *peek, pass_entry *pe)
     pe->frameless = n == 0;
     int loop_seen = 0;
     for (int i = 0; i < n; i++) {
-        const calx_code *ci =
-            calx_codes_get(&E.codes, &E.filter, E.profile, E.frames[i].code);
+        const calx_code *ci = calx_session_code(E.frames[i].code);
         if (!ci)
             return -1;
         if (!loop_seen && ci->loop != CALX_LOOP_NONE) {
@@ -471,65 +458,6 @@ static int attribute(PyThreadState *ts, const calx_peek *peek, pass_entry *pe)
     }
     return 0;
 }
-
-/* ---- attribution for the memory engine (GIL) ---------------------------- */
-
-#define WHERE_FUNCS 256
-
-static calx_frame where_frames[MAX_FRAMES];
-static uint32_t where_funcs[WHERE_FUNCS];
-
-static void where_add(calx_where *w, const calx_code *ci, int line)
-{
-    if (!ci->profiled)
-        return;
-    if (w->file == CAL_PROFILE_NONE) {
-        w->file = ci->file;
-        w->func = ci->func;
-        w->line = line;
-    }
-    for (size_t k = 0; k < w->nfuncs; k++)
-        if (where_funcs[k] == ci->func)
-            return;
-    if (w->nfuncs < WHERE_FUNCS)
-        where_funcs[w->nfuncs++] = ci->func;
-}
-
-static void where_init(calx_where *w)
-{
-    w->file = w->func = CAL_PROFILE_NONE;
-    w->line = 0;
-    w->funcs = where_funcs;
-    w->nfuncs = 0;
-}
-
-int calx_sampler_where(PyThreadState *ts, calx_where *w)
-{
-    where_init(w);
-    if (!E.profile)
-        return -1;
-    int n = calx_thread_frames(ts, NULL, where_frames, MAX_FRAMES);
-    for (int i = 0; i < n; i++) {
-        const calx_code *ci =
-            calx_codes_get(&E.codes, &E.filter, E.profile, where_frames[i].code);
-        if (!ci)
-            return -1;
-        where_add(w, ci, where_frames[i].line);
-    }
-    return 0;
-}
-
-void calx_sampler_where_cached(const calx_frame *frames, int n, calx_where *w)
-{
-    where_init(w);
-    for (int i = 0; i < n; i++) {
-        const calx_code *ci = calx_codes_find(&E.codes, frames[i].code);
-        if (ci)
-            where_add(w, ci, frames[i].line);
-    }
-}
-
-int64_t calx_sampler_elapsed_ns(void) { return cal_clock_now_ns() - E.start_wall; }
 
 /* The CPU and system time since the last reading, with system time carried
    over so that it never exceeds CPU time and sums to the kernel's total. */
@@ -570,13 +498,13 @@ static void observe_gpu(const pass_entry *pe)
 {
     if (!pass_gpu || pe->file == CAL_PROFILE_NONE)
         return;
-    uint32_t li = cal_profile_line(E.profile, pe->file, pe->line, pe->func);
-    cal_line_stat *ls = cal_profile_line_mut(E.profile, li);
+    cal_profile *p = calx_session_profile();
+    uint32_t li = cal_profile_line(p, pe->file, pe->line, pe->func);
+    cal_line_stat *ls = cal_profile_line_mut(p, li);
     if (ls)
         gpu_add(&ls->gpu, pass_gpu);
     for (size_t k = 0; k < pe->nfuncs; k++) {
-        cal_func_stat *fs =
-            cal_profile_func_mut(E.profile, E.pass_funcs[pe->funcs_at + k]);
+        cal_func_stat *fs = cal_profile_func_mut(p, E.pass_funcs[pe->funcs_at + k]);
         if (fs)
             gpu_add(&fs->gpu, pass_gpu);
     }
@@ -587,8 +515,9 @@ static void observe_footprint(const pass_entry *pe)
 {
     if (pass_footprint < 0 || pe->file == CAL_PROFILE_NONE)
         return;
-    uint32_t li = cal_profile_line(E.profile, pe->file, pe->line, pe->func);
-    cal_line_stat *ls = cal_profile_line_mut(E.profile, li);
+    cal_profile *p = calx_session_profile();
+    uint32_t li = cal_profile_line(p, pe->file, pe->line, pe->func);
+    cal_line_stat *ls = cal_profile_line_mut(p, li);
     if (!ls)
         return;
     ls->mem.footprint_sum += (double)pass_footprint;
@@ -600,12 +529,13 @@ static void observe_footprint(const pass_entry *pe)
 /* Credit t to a place: its line and every function around it. */
 static void credit_place(uint32_t stat, const place *at, const cal_times *t)
 {
-    if (cal_profile_add_sample(E.profile, stat, at->file, at->line, at->func, t) != 0) {
+    cal_profile *p = calx_session_profile();
+    if (cal_profile_add_sample(p, stat, at->file, at->line, at->func, t) != 0) {
         E.dropped++;
         return;
     }
     for (size_t k = 0; k < at->nfuncs; k++)
-        cal_profile_add_func_total(E.profile, at->funcs[k], t);
+        cal_profile_add_func_total(p, at->funcs[k], t);
 }
 
 /* Remember where a sample found a thread in Python, and how it split the
@@ -650,7 +580,7 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     int64_t d_wall = wall - th->last_wall, d_cpu, d_sys, prev_cpu = th->last_cpu;
     cpu_delta(now, &th->last_cpu, &th->last_sys, &th->sys_carry, &d_cpu, &d_sys);
     th->last_wall = wall;
-    if (atomic_load(&E.paused))
+    if (calx_session_paused())
         return; /* profiling is off: the interval only moves the baselines */
 
     cal_times t = {0};
@@ -713,13 +643,13 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
                                                pe->file, pe->func,  pe->line};
         here.waiting_ns = 0;
     }
-    if (cal_profile_add_sample(E.profile, th->stat, pe->file, pe->line, pe->func,
-                               &here) != 0) {
+    cal_profile *p = calx_session_profile();
+    if (cal_profile_add_sample(p, th->stat, pe->file, pe->line, pe->func, &here) != 0) {
         E.dropped++;
         return;
     }
     for (size_t k = 0; k < pe->nfuncs; k++)
-        cal_profile_add_func_total(E.profile, E.pass_funcs[pe->funcs_at + k], &t);
+        cal_profile_add_func_total(p, E.pass_funcs[pe->funcs_at + k], &t);
     if (samples) {
         observe_footprint(pe);
         observe_gpu(pe);
@@ -733,7 +663,7 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
 static void credit_tail(const calx_thread *th)
 {
     int64_t cpu, ran;
-    if (atomic_load(&E.paused) || !calx_gilwatch_last(th->clock, &cpu, &ran) ||
+    if (calx_session_paused() || !calx_gilwatch_last(th->clock, &cpu, &ran) ||
         cpu <= th->last_cpu)
         return;
     cal_times t = {0};
@@ -794,8 +724,8 @@ static int chain_place(PyObject *chain, place *at)
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
             !PyCode_Check(PyTuple_GET_ITEM(item, 0)))
             continue;
-        const calx_code *ci = calx_codes_get(&E.codes, &E.filter, E.profile,
-                                             (PyCodeObject *)PyTuple_GET_ITEM(item, 0));
+        const calx_code *ci =
+            calx_session_code((PyCodeObject *)PyTuple_GET_ITEM(item, 0));
         if (!ci || !ci->profiled)
             continue;
         if (at->file == CAL_PROFILE_NONE) {
@@ -841,8 +771,8 @@ static void credit_awaiting(const awaiting_stash *a)
     if (left > 0) {
         cal_times t = {0};
         t.waiting_ns = left;
-        if (cal_profile_add_sample(E.profile, a->stat, a->file, a->line, a->func, &t) !=
-            0)
+        if (cal_profile_add_sample(calx_session_profile(), a->stat, a->file, a->line,
+                                   a->func, &t) != 0)
             E.dropped++;
     }
 }
@@ -909,7 +839,8 @@ static uint32_t native_stat(native_thread *nt)
 {
     if (nt->stat != CAL_PROFILE_NONE)
         return nt->stat;
-    nt->stat = cal_profile_thread(E.profile, 0, nt->tid, 0);
+    cal_profile *p = calx_session_profile();
+    nt->stat = cal_profile_thread(p, 0, nt->tid, 0);
     if (nt->stat == CAL_PROFILE_NONE)
         return nt->stat;
     char path[64], name[64] = "";
@@ -924,7 +855,7 @@ static uint32_t native_stat(native_thread *nt)
         }
     }
     if (name[0])
-        cal_profile_set_thread_name(E.profile, nt->stat, name);
+        cal_profile_set_thread_name(p, nt->stat, name);
     return nt->stat;
 }
 
@@ -933,6 +864,7 @@ static uint32_t native_stat(native_thread *nt)
    or NULL when it was not sampled).  Reads /proc/self/task. */
 static void sample_native_threads(const pass_entry *main)
 {
+    cal_profile *p = calx_session_profile();
     DIR *dir = opendir("/proc/self/task");
     if (!dir)
         return;
@@ -968,7 +900,7 @@ static void sample_native_threads(const pass_entry *main)
         nt->fresh = 0;
         int64_t d_cpu, d_sys;
         cpu_delta(&now, &nt->last_cpu, &nt->last_sys, &nt->sys_carry, &d_cpu, &d_sys);
-        if (d_cpu == 0 || atomic_load(&E.paused))
+        if (d_cpu == 0 || calx_session_paused())
             continue;
         uint32_t stat = native_stat(nt);
         if (stat == CAL_PROFILE_NONE) {
@@ -979,17 +911,16 @@ static void sample_native_threads(const pass_entry *main)
         t.native_ns = d_cpu - d_sys;
         t.system_ns = d_sys;
         if (!main) {
-            cal_profile_add_sample(E.profile, stat, CAL_PROFILE_NONE, 0,
-                                   CAL_PROFILE_NONE, &t);
+            cal_profile_add_sample(p, stat, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE, &t);
             continue;
         }
-        if (cal_profile_add_sample(E.profile, stat, main->file, main->line, main->func,
-                                   &t) != 0) {
+        if (cal_profile_add_sample(p, stat, main->file, main->line, main->func, &t) !=
+            0) {
             E.dropped++;
             continue;
         }
         for (size_t k = 0; k < main->nfuncs; k++)
-            cal_profile_add_func_total(E.profile, E.pass_funcs[main->funcs_at + k], &t);
+            cal_profile_add_func_total(p, E.pass_funcs[main->funcs_at + k], &t);
     }
     closedir(dir);
     E.native_scans++;
@@ -1017,7 +948,7 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
     E.in_pass = 1;
     E.nloops = 0;
     pass_footprint = calx_memory_pass();
-    pass_gpu = calx_gpu_pass(E.profile, E.start_wall);
+    pass_gpu = calx_gpu_pass(calx_session_profile(), calx_session_origin());
     int64_t wall = cal_clock_now_ns();
     size_t n = 0;
     E.pass_nfuncs = 0;
@@ -1143,9 +1074,9 @@ static int pending_call(void *arg)
        then, even if no later tick came to see it (a short block). */
     if (!native && tick_cpu >= 0 && cal_clock_now_ns() - tick_wall > TAKEOVER_NS)
         cut.blocked = 1;
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     sample_pass(PASS_MAIN, native, &cut);
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     pthread_mutex_lock(&E.mu);
     atomic_store(&E.call_queued, 0);
     atomic_fetch_add(&E.served, 1);
@@ -1166,15 +1097,6 @@ static void abs_deadline(struct timespec *ts, int64_t from_now_ns)
 
 #define REQUEST_CHECK_NS 100000000 /* how often to look for a request file */
 
-/* Is there an entry by that name in the run directory?  Its presence is
-   the message; it is never opened, and a symbolic link is not followed
-   (a dangling one counts too). */
-static int entry_exists(const char *path)
-{
-    struct stat st;
-    return lstat(path, &st) == 0;
-}
-
 /* Is a periodic write due, or asked for?  Returns the reason, or NULL.
    Sampler thread, E.mu held. */
 static const char *periodic_due(int64_t now)
@@ -1187,33 +1109,10 @@ static const char *periodic_due(int64_t now)
     }
     if (E.request_path && now >= E.next_request_check) {
         E.next_request_check = now + REQUEST_CHECK_NS;
-        if (entry_exists(E.request_path))
+        if (calx_runtime_entry_exists(E.request_path))
             return "request";
     }
     return NULL;
-}
-
-/* E.mu held. */
-static void set_paused_locked(int off)
-{
-    off = !!off;
-    if (off == atomic_load(&E.paused))
-        return;
-    int64_t now = cal_clock_now_ns();
-    if (off)
-        E.paused_since = now;
-    else
-        E.paused_ns += now - E.paused_since;
-    atomic_store(&E.paused, off);
-}
-
-/* Follow the switch file (E.mu held). */
-static void check_switch(int64_t now)
-{
-    if (!E.switch_path || now < E.next_switch_check)
-        return;
-    E.next_switch_check = now + REQUEST_CHECK_NS;
-    set_paused_locked(entry_exists(E.switch_path));
 }
 
 /* An exponential gap of mean q, bounded so that one unlucky draw cannot
@@ -1302,7 +1201,7 @@ static void *sampler_main(void *arg)
     cal_rand_seed(&rng, (uint64_t)cal_clock_now_ns() ^ ((uint64_t)getpid() << 32));
 
     /* Everything this thread allocates is the profiler's own. */
-    (void)calx_memory_guard_enter();
+    (void)calx_runtime_guard_enter();
     PyThreadState *own = NULL; /* this thread's, once it needs one */
 
     pthread_mutex_lock(&E.mu);
@@ -1317,7 +1216,7 @@ static void *sampler_main(void *arg)
     while (!atomic_load(&E.stopping) && atomic_load(&E.generation) == mine) {
         int64_t now = cal_clock_now_ns();
         if (!takeover_at) {
-            check_switch(now);
+            calx_session_check_switch(now);
             const char *why = periodic_due(now);
             if (why) {
                 /* The callback writes the profile: with the GIL, from here. */
@@ -1461,15 +1360,9 @@ static void after_fork_child(void)
     calx_memory_after_fork_child();
     calx_signals_after_fork_child();
     calx_gpu_after_fork_child();
+    calx_session_after_fork_child();
     E.mu = fresh_mu;
     pthread_cond_init(&E.cv, NULL);
-}
-
-/* The kernel thread id of a thread just created (0 if unknown). */
-static int thread_tid(pthread_t t)
-{
-    clockid_t c;
-    return pthread_getcpuclockid(t, &c) == 0 ? cal_clock_thread_tid(c) : 0;
 }
 
 /* Start the sampler and GIL-watcher threads (GIL held).  wait_ready: until
@@ -1498,8 +1391,8 @@ static int threads_start(int wait_ready)
     }
     /* The sampler thread must not receive the program's signals. */
     unsigned generation = atomic_fetch_add(&E.generation, 1) + 1;
-    rc = calx_thread_start_unsignalled(&E.thread, sampler_main,
-                                       (void *)(uintptr_t)generation);
+    rc = calx_runtime_thread_start_unsignalled(&E.thread, sampler_main,
+                                               (void *)(uintptr_t)generation);
     if (rc != 0) {
         calx_gilwatch_stop();
         atomic_store(&E.active, 0);
@@ -1511,7 +1404,7 @@ static int threads_start(int wait_ready)
     /* Known now, not once it runs: the passes and the native-thread scan
        skip it. */
     E.sampler_ident = (unsigned long)E.thread;
-    E.sampler_tid = thread_tid(E.thread);
+    E.sampler_tid = calx_runtime_thread_tid(E.thread);
     if (wait_ready) {
         Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&E.mu);
         while (!E.sampler_ready)
@@ -1593,24 +1486,18 @@ static void threads_stop(enum stop_how how)
     E.thread_started = 0;
 }
 
-/* Start a fresh profile with E.filter and E.interval_ns; forked_child: in
-   a forked child (calx_sampler_restart_in_child). */
+/* Start a fresh session (profile) and sample it every E.interval_ns;
+   forked_child: in a forked child (calx_sampler_restart_in_child), where
+   the parent's profile is left as it is. */
 static int engine_start(int forked_child)
 {
-    E.profile = cal_profile_new();
-    if (!E.profile) {
-        PyErr_NoMemory();
+    if (calx_session_begin(forked_child) != 0)
         return -1;
-    }
-    calx_codes_init(&E.codes);
     E.interp = PyThreadState_Get()->interp;
     E.main_ts = PyThreadState_Get();
     E.main_ident = PyThread_get_thread_ident();
     E.pid = getpid();
     E.dropped = 0;
-    E.start_wall = cal_clock_now_ns();
-    atomic_store(&E.paused, 0); /* until the switch is read again */
-    E.paused_ns = 0;
     clockid_t sched;
     if (pthread_getcpuclockid(pthread_self(), &sched) != 0) {
         PyErr_SetString(PyExc_OSError, "calipers: no per-thread CPU clock");
@@ -1662,19 +1549,15 @@ int calx_sampler_start(int64_t interval_ns, int gpu_mode, calx_filter *filter)
         pthread_atfork(NULL, NULL, after_fork_child);
         atfork_done = 1;
     }
-    calx_filter_free(&E.filter);
-    E.filter = *filter;
-    memset(filter, 0, sizeof(*filter));
+    calx_session_set_filter(filter);
     E.interval_ns = interval_ns;
     E.gpu_mode = gpu_mode;
-    cal_profile_free(E.profile);
-    E.profile = NULL;
     return engine_start(0);
 }
 
 int calx_sampler_restart_in_child(void)
 {
-    if (!E.profile || getpid() == E.pid || atomic_load(&E.active)) {
+    if (!calx_session_profile() || getpid() == E.pid || atomic_load(&E.active)) {
         PyErr_SetString(PyExc_RuntimeError,
                         "calipers: not a forked child of a profiled process");
         return -1;
@@ -1686,28 +1569,23 @@ int calx_sampler_restart_in_child(void)
     free(E.request_path);
     E.request_path = NULL;
     E.periodic_ns = 0;
-    int guard = calx_memory_guard_enter();
-    /* The parent's profile and code cache are left as they are, not freed:
-       freeing them (and the code objects only the cache kept alive) would
-       write to every page they are on, and the child would copy them all
-       (most of its set-up time, and memory for each child); untouched,
-       they stay shared with the parent. */
-    calx_codes_init(&E.codes);
+    int guard = calx_runtime_guard_enter();
+    /* The parent's profile and code table are left as they are, not freed
+       (session.c says why). */
     Py_CLEAR(E.threading_active);
     E.nthreads = 0;
     E.nnatives = 0;
     E.threads_changed = 1;
-    E.profile = NULL;
     int rc = engine_start(1);
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     return rc;
 }
 
 int calx_sampler_stop(int leaving)
 {
-    if (!E.profile || getpid() != E.pid)
+    if (!calx_session_profile() || getpid() != E.pid)
         return 0;
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     /* Another thread may be stopping or starting our threads for a fork. */
     pthread_mutex_lock(&F.mu);
     wait_not_busy_locked();
@@ -1720,15 +1598,14 @@ int calx_sampler_stop(int leaving)
         calx_memory_stop();
         sample_pass(PASS_FINAL, 0, NULL);
         calx_gpu_close();
-        cal_profile_set_wall(E.profile, cal_clock_now_ns() - E.start_wall);
-        cal_profile_set_paused(E.profile, calx_sampler_paused_ns());
+        calx_session_stamp();
         atomic_store(&E.active, 0);
         /* The profile has its own copies of every name: let the code
            objects go. */
-        calx_codes_clear(&E.codes);
+        calx_session_release_codes();
         Py_CLEAR(E.threading_active);
     }
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     return 0;
 }
 
@@ -1755,10 +1632,10 @@ int calx_sampler_fork_before(void)
     pthread_mutex_unlock(&F.mu);
     if (!stop)
         return 0;
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     E.paused_for_fork = calx_sampler_running() && E.thread_started;
     threads_stop(STOP_FORK);
-    calx_memory_guard_leave(guard);
+    calx_runtime_guard_leave(guard);
     transition_end(1);
     return 0;
 }
@@ -1779,10 +1656,10 @@ static int resume_after_fork(void *queued)
         return 0;
     calx_signals_fork_after_parent();
     if (E.paused_for_fork && calx_sampler_running()) {
-        int guard = calx_memory_guard_enter();
+        int guard = calx_runtime_guard_enter();
         if (threads_start(0) != 0)
             PyErr_Clear(); /* no thread: the profile ends here, the program goes on */
-        calx_memory_guard_leave(guard);
+        calx_runtime_guard_leave(guard);
     }
     E.paused_for_fork = 0;
     transition_end(0);
@@ -1811,43 +1688,6 @@ void calx_sampler_fork_after_parent(void)
     if (last)
         resume_after_fork(NULL);
 }
-
-int calx_sampler_set_switch(const char *path)
-{
-    char *copy = path ? strdup(path) : NULL;
-    if (path && !copy) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    pthread_mutex_lock(&E.mu);
-    free(E.switch_path);
-    E.switch_path = copy;
-    E.next_switch_check = 0;
-    check_switch(cal_clock_now_ns());
-    pthread_mutex_unlock(&E.mu);
-    return 0;
-}
-
-void calx_sampler_set_paused(int off)
-{
-    pthread_mutex_lock(&E.mu);
-    set_paused_locked(off);
-    pthread_mutex_unlock(&E.mu);
-}
-
-int calx_sampler_paused(void) { return atomic_load(&E.paused); }
-
-int64_t calx_sampler_paused_ns(void)
-{
-    pthread_mutex_lock(&E.mu);
-    int64_t ns = E.paused_ns;
-    if (atomic_load(&E.paused))
-        ns += cal_clock_now_ns() - E.paused_since;
-    pthread_mutex_unlock(&E.mu);
-    return ns;
-}
-
-void calx_sampler_set_origin(int64_t since_ns) { E.start_wall -= since_ns; }
 
 void calx_sampler_set_awaiting(PyObject *callback)
 {
@@ -1882,15 +1722,12 @@ void calx_sampler_snapshot(void)
 {
     if (!calx_sampler_running())
         return;
-    int guard = calx_memory_guard_enter();
+    int guard = calx_runtime_guard_enter();
     calx_memory_snapshot();
-    cal_profile_set_wall(E.profile, cal_clock_now_ns() - E.start_wall);
-    cal_profile_set_paused(E.profile, calx_sampler_paused_ns());
-    calx_memory_guard_leave(guard);
+    calx_session_stamp();
+    calx_runtime_guard_leave(guard);
 }
 
 int calx_sampler_running(void) { return atomic_load(&E.active) && getpid() == E.pid; }
-
-cal_profile *calx_sampler_profile(void) { return E.profile; }
 
 int64_t calx_sampler_dropped(void) { return E.dropped; }

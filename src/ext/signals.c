@@ -29,6 +29,7 @@
 #include "signals.h" /* Python.h first */
 
 #include "cal_clock.h"
+#include "runtime.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -139,26 +140,16 @@ static void *helper_main(void *arg)
     return NULL;
 }
 
-int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits it */
-    int rc = pthread_create(t, NULL, fn, arg);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
-}
-
 /* The helper blocks every signal, so the kernel never picks it to run a
    handler.  Returns pthread_create's status. */
 static int start_helper(void)
 {
-    int rc = calx_thread_start_unsignalled(&S.helper, helper_main, NULL);
+    int rc = calx_runtime_thread_start_unsignalled(&S.helper, helper_main, NULL);
     /* Its kernel id now, not when it first runs: the native-thread scan
        must never take it for one of the program's. */
-    clockid_t c;
-    if (rc == 0 && pthread_getcpuclockid(S.helper, &c) == 0)
-        atomic_store(&S.helper_tid, cal_clock_thread_tid(c));
+    int tid = rc == 0 ? calx_runtime_thread_tid(S.helper) : 0;
+    if (tid)
+        atomic_store(&S.helper_tid, tid);
     return rc;
 }
 

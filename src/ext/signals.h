@@ -12,8 +12,6 @@
 
 #include <Python.h>
 
-#include <pthread.h>
-
 /* Install the handlers on the signals still at their default action, and
    start the helper thread that calls callback(signum) (with the GIL) when
    one arrives.  On success return 0; on error set an exception and return
@@ -35,12 +33,6 @@ void calx_signals_stop(int leaving);
 int calx_signals_fork_ask(void);
 void calx_signals_fork_join(void);
 void calx_signals_fork_after_parent(void);
-
-/* Start a thread running fn(arg) with every signal blocked, so the kernel
-   never picks it to run one of the program's handlers (the profiler's
-   threads all are).  Returns pthread_create's status.  Safe from any
-   thread. */
-int calx_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *), void *arg);
 
 /* Is this thread (pthread ident, or kernel tid; 0 for unknown) the helper?
    The sampler leaves it out: it is the profiler's own. */

@@ -18,6 +18,7 @@
 #include "cal_rand.h"
 #include "cal_report.h"
 #include "cal_series.h"
+#include "cal_utf8.h"
 #include "cal_view.h"
 #include "cal_vmread.h"
 
@@ -1532,6 +1533,135 @@ static void test_fuzz_types(void)
     }
 }
 
+/* cal_utf8_decode on a copy of `bytes` in a block of exactly `n` bytes (so
+   that AddressSanitizer catches a read past them), given `avail`. */
+static size_t decode_exact(const char *bytes, size_t n, size_t avail, uint32_t *cp)
+{
+    char *copy = malloc(n ? n : 1);
+    if (!copy)
+        return 99;
+    memcpy(copy, bytes, n);
+    size_t len = cal_utf8_decode(copy, avail, cp);
+    free(copy);
+    return len;
+}
+
+/* The one UTF-8 decoder (cal_utf8), and that the JSON writer, the reader
+   and the reports' control test all follow it. */
+static void test_utf8(void)
+{
+    static const struct {
+        const char *bytes;
+        size_t len; /* the valid sequence's, 0 if none */
+        uint32_t cp;
+    } cases[] = {
+        /* valid, at every length's bounds */
+        {"A", 1, 0x41},
+        {"\x7f", 1, 0x7F},
+        {"\xc2\x80", 2, 0x80},
+        {"\xc3\xa9", 2, 0xE9},
+        {"\xdf\xbf", 2, 0x7FF},
+        {"\xe0\xa0\x80", 3, 0x800},
+        {"\xe2\x80\xae", 3, 0x202E},
+        {"\xed\x9f\xbf", 3, 0xD7FF},
+        {"\xee\x80\x80", 3, 0xE000},
+        {"\xef\xbf\xbf", 3, 0xFFFF},
+        {"\xf0\x90\x80\x80", 4, 0x10000},
+        {"\xf0\x9f\x98\x80", 4, 0x1F600},
+        {"\xf4\x8f\xbf\xbf", 4, 0x10FFFF},
+        /* overlong: the shortest form only */
+        {"\xc0\x80", 0, 0},
+        {"\xc1\xbf", 0, 0},
+        {"\xe0\x80\x80", 0, 0},
+        {"\xe0\x82\x85", 0, 0}, /* U+0085, a control, overlong */
+        {"\xe0\x9f\xbf", 0, 0},
+        {"\xf0\x80\x80\x80", 0, 0},
+        {"\xf0\x8f\xbf\xbf", 0, 0},
+        /* surrogates */
+        {"\xed\xa0\x80", 0, 0},
+        {"\xed\xb2\x80", 0, 0},
+        {"\xed\xbf\xbf", 0, 0},
+        /* above U+10FFFF, and lead bytes that cannot start anything */
+        {"\xf4\x90\x80\x80", 0, 0},
+        {"\xf5\x80\x80\x80", 0, 0},
+        {"\xf7\xbf\xbf\xbf", 0, 0},
+        {"\xf8\x88\x80\x80", 0, 0},
+        {"\xfe", 0, 0},
+        {"\xff", 0, 0},
+        /* a continuation byte alone, and a sequence broken off */
+        {"\x80", 0, 0},
+        {"\xbf", 0, 0},
+        {"\xc3\x28", 0, 0},
+        {"\xe2\x28\xa1", 0, 0},
+        {"\xe2\x82\x28", 0, 0},
+        {"\xf0\x9f\x98\x28", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *b = cases[i].bytes;
+        size_t n = strlen(b);
+        uint32_t cp = 0xDEAD;
+        size_t len = decode_exact(b, n, n, &cp);
+        CHECK(len == cases[i].len);
+        if (len != cases[i].len)
+            fprintf(stderr, "  case %zu: %zu bytes, not %zu\n", i, len, cases[i].len);
+        CHECK(len ? cp == cases[i].cp : cp == 0xDEAD); /* cp only when valid */
+        CHECK(cal_utf8_decode(b, n, NULL) == cases[i].len);
+        /* A valid one cut short, by avail or by a NUL after `cut` of its
+           bytes: no longer valid, and nothing read past the end. */
+        for (size_t cut = 0; cut < n && cases[i].len; cut++) {
+            CHECK(decode_exact(b, n, cut, NULL) == 0);
+            char text[5] = {0};
+            memcpy(text, b, cut);
+            CHECK(decode_exact(text, cut + 1, 4, NULL) ==
+                  (cut ? 0 : 1)); /* NUL: ASCII */
+        }
+    }
+
+    /* Every scalar value: encoded in the shortest form, decoded back. */
+    int bad = 0;
+    for (uint32_t c = 0; c <= 0x10FFFF; c++) {
+        if (c >= 0xD800 && c <= 0xDFFF)
+            continue;
+        char enc[4];
+        uint32_t back;
+        size_t k = cal_utf8_encode(enc, c);
+        size_t want = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+        if (k != want || cal_utf8_decode(enc, k, &back) != k || back != c)
+            bad++;
+    }
+    CHECK(bad == 0);
+
+    /* The writer: each byte that is not UTF-8 becomes U+FFFD. */
+    cal_buf b;
+    cal_buf_init(&b);
+    cal_json_escape(&b, "\xc3\xa9|\xc0\x80|\xed\xa0\x80|\xf4\x90\x80\x80|\xe2\x80");
+    CHECK(b.data && strcmp(b.data, "\xc3\xa9|\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd|"
+                                   "\\ufffd\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd") == 0);
+    cal_buf_free(&b);
+
+    /* The reader: the same bytes, the same replacements. */
+    static const char doc[] =
+        "[\"\xc3\xa9|\xc0\x80|\xed\xa0\x80|\xf4\x90\x80\x80|\xe2\x80\"]";
+    cal_jdoc d;
+    char err[200];
+    CHECK(cal_jdoc_parse(&d, doc, sizeof doc - 1, err, sizeof err) == 0);
+    const char *s = cal_jv_str(cal_jv_at(d.root, 0), NULL);
+    CHECK(s &&
+          strcmp(s, "\xc3\xa9|\xef\xbf\xbd\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd"
+                    "\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd|"
+                    "\xef\xbf\xbd\xef\xbf\xbd") == 0);
+    cal_jdoc_free(&d);
+
+    /* The reports' controls: a valid one is shown as its code; an overlong
+       form is no character at all (the reader never lets one through). */
+    size_t len;
+    CHECK(cal_view_control("\xe2\x80\xae!", &len) == 0x202E && len == 3);
+    CHECK(cal_view_control("\xc2\x85", &len) == 0x85 && len == 2);
+    CHECK(cal_view_control("\xe2\x80\xaf", &len) == 0 && len == 1);
+    CHECK(cal_view_control("\xe0\x82\x85", &len) == 0 && len == 1);
+    CHECK(cal_view_control("\xf0\x9f\x98\x80", &len) == 0 && len == 1);
+}
+
 int main(void)
 {
     test_map();
@@ -1556,6 +1686,7 @@ int main(void)
     test_view_check_shapes();
     test_view_controls();
     test_fuzz_types();
+    test_utf8();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

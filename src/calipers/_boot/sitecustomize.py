@@ -39,7 +39,7 @@ def _calipers_boot():
     env = os.environ
     config = env.get("CALIPERS_CONFIG")
     # The settings this module needs, read without calipers (which another
-    # Python version cannot import); _agent.decode_config reads them all.
+    # Python version cannot import); _common.decode_config reads them all.
     settings = dict(part.partition("=")[::2] for part in (config or "").split("\x1e"))
     follow = settings.get("follow") == "1"
     # The program's view of its environment; the C environment (what
@@ -63,7 +63,7 @@ def _calipers_boot():
     preload = env.get("CALIPERS_LD_PRELOAD")
     for key in ("CALIPERS_CONFIG", "CALIPERS_PYTHONPATH", "CALIPERS_LD_PRELOAD"):
         set_view(key, None)
-    set_view("PYTHONPATH", None if saved in (None, "\x1f") else saved)  # "\x1f": _agent.UNSET
+    set_view("PYTHONPATH", None if saved in (None, "\x1f") else saved)  # "\x1f": _common.UNSET
     # The allocation shim stays loaded in this process.
     if preload is not None:
         set_view("LD_PRELOAD", None if preload == "\x1f" else preload)
