@@ -247,6 +247,36 @@ def test_asyncio_await_is_waiting_on_the_awaiting_line(run_calipers, tmp_path):
         prof.profile["summary"]["wall_s"], rel=0.1)
 
 
+def test_asyncio_waiting_of_many_tasks_is_gathered_and_handed_out(run_calipers, tmp_path):
+    """With thousands of tasks, listing them costs about a millisecond, so
+    an idle loop's waiting is gathered over passes and handed out when it
+    is worth the listing (sampler.c, AWAIT_FACTOR), and what is left at the
+    end by the final pass: none of it may stay on the loop's line or get
+    lost."""
+    prog = write(tmp_path / "many.py", """
+    import asyncio
+
+    async def worker():
+        await asyncio.sleep(0.8)  # worker-line
+
+    async def main():
+        await asyncio.gather(*(worker() for _ in range(5000)))
+
+    asyncio.run(main())  # run-line
+    """)
+    prof = run_calipers(prog, options=["--no-report"])
+    assert prof.returncode == 0, prof.stderr
+    lines = prof.lines(prog.name)
+    worker = lines[line_of(prog, "worker-line")]
+    # The workers all sleep for 0.8 s from their start; creating and
+    # starting 5000 of them takes CPU (on their lines and asyncio's) first.
+    assert 0.55 <= worker["waiting_s"] <= 0.85, worker
+    run_line = lines.get(line_of(prog, "run-line"))
+    assert run_line is None or run_line["waiting_s"] < 0.1, run_line
+    assert sum(total(ln) for ln in lines.values()) == pytest.approx(
+        prof.profile["summary"]["wall_s"], rel=0.1)
+
+
 def test_very_deep_recursion(run_calipers, run_plain, tmp_path):
     prog = write(tmp_path / "deep.py", """
     import sys

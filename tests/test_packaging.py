@@ -45,7 +45,8 @@ def make_wheel(directory, platform, extra=None, py=PY, metadata=METADATA):
     files[info + "METADATA"] = metadata.encode()
     files[info + "WHEEL"] = ("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
                              "Tag: %s-%s-%s\n" % (py, py, platform)).encode()
-    files[info + "entry_points.txt"] = b"[console_scripts]\ncalipers = calipers.cli:main\n"
+    files["calipers-0.1.0.data/scripts/calipers"] = (ROOT / "src" / "scripts" /
+                                                      "calipers").read_bytes()
     files[info + "licenses/LICENSE"] = (ROOT / "LICENSE").read_bytes()
     files[info + "RECORD"] = "".join("%s,,\n" % n for n in files).encode()
     with zipfile.ZipFile(name, "w", zipfile.ZIP_DEFLATED) as z:

@@ -3,7 +3,7 @@ may carry the manylinux tag it has.
 
 usage: check-wheel.py [--retag] WHEEL
 
-Contents: the package's files, the console script, LICENSE and the
+Contents: the package's files, the `calipers` script, LICENSE and the
 licence and project URLs in the metadata.  Binaries (the manylinux policy,
 PEP 600, as auditwheel applies it): every ELF file in the wheel is for the
 tag's architecture, needs only libraries every manylinux system has (the
@@ -312,9 +312,10 @@ def check(path):
     for prefix, suffix in REQUIRED:
         ok = any(n.startswith(prefix) and (suffix is None or n.endswith(suffix)) for n in names)
         expect(ok, "missing from the wheel: %s*%s" % (prefix, suffix or ""))
-    entry = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
-    expect(entry and b"calipers = calipers.cli:main" in wheel.read(entry[0]),
-           "the wheel declares no calipers console script")
+    script = [n for n in names if re.search(r"\.data/scripts/calipers$", n)]
+    expect(script and wheel.read(script[0]).startswith(b"#!python\n") and
+           b"from calipers.cli import main" in wheel.read(script[0]),
+           "the wheel holds no calipers script (.data/scripts/calipers, #!python)")
     licence = [n for n in names if re.search(r"\.dist-info/licenses/LICENSE$", n)]
     expect(licence and b"MIT License" in wheel.read(licence[0]),
            "the wheel holds no LICENSE (MIT) in .dist-info/licenses/")

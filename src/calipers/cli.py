@@ -468,22 +468,42 @@ def pid_namespace():
         return 0
 
 
+def temporary_directory():
+    """The directory tempfile.gettempdir() would choose: $TMPDIR, $TEMP or
+    $TMP, else /tmp, /var/tmp or /usr/tmp, else the working directory;
+    the first that is a directory this user can write in.  (Not tempfile
+    itself: importing it takes longer than all the rest of the launcher.)"""
+    candidates = [os.environ.get(k) for k in ("TMPDIR", "TEMP", "TMP")]
+    candidates += ["/tmp", "/var/tmp", "/usr/tmp"]
+    for d in candidates:
+        if d and os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK):
+            return os.path.abspath(d)
+    return os.getcwd()
+
+
 def run_directory():
     """Where the children of the run leave their profiles for the main
     process to merge, and `calipers dump` its requests (removed by the main
-    process at the end): a new directory, mode 0700, created exclusively
-    with a random name (mkdtemp) in the temporary directory, after
-    removing those that runs killed before their end left there."""
-    import tempfile
-
-    tmp = tempfile.gettempdir()
+    process at the end): a new directory, mode 0700, with a random name in
+    the temporary directory, created exclusively (mkdir fails on anything
+    already there, a symbolic link included), after removing those that
+    runs killed before their end left there."""
+    tmp = temporary_directory()
     ns = pid_namespace()
     clean_stale_run_dirs(tmp, ns)
-    try:
-        return tempfile.mkdtemp(prefix="%s%d-%d-" % (RUN_PREFIX, os.getpid(), ns), dir=tmp)
-    except OSError as exc:
-        fail("cannot create a directory for child processes' profiles in %s: %s "
-             "(set TMPDIR, or use --no-follow)" % (tmp, exc.strerror), 1)
+    prefix = "%s%d-%d-" % (RUN_PREFIX, os.getpid(), ns)
+    for _ in range(100):
+        path = os.path.join(tmp, prefix + os.urandom(6).hex())
+        try:
+            os.mkdir(path, 0o700)
+            return path
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            fail("cannot create a directory for child processes' profiles in %s: %s "
+                 "(set TMPDIR, or use --no-follow)" % (tmp, exc.strerror), 1)
+    fail("cannot create a directory for child processes' profiles in %s: every name "
+         "tried exists (set TMPDIR, or use --no-follow)" % tmp, 1)
 
 
 def clean_stale_run_dirs(tmp, ns):

@@ -10,6 +10,12 @@ static int64_t gap(cal_bsamp *s)
     return s->mean / 2 + (int64_t)u;
 }
 
+static void feed(cal_bsamp *s, int64_t bytes)
+{
+    s->left += bytes;
+    s->fed += (uint64_t)bytes;
+}
+
 void cal_bsamp_init(cal_bsamp *s, int64_t mean, uint64_t seed)
 {
     cal_rand_seed(&s->rng, seed);
@@ -20,12 +26,13 @@ void cal_bsamp_init(cal_bsamp *s, int64_t mean, uint64_t seed)
                                        (uint64_t)s->mean) >>
                                       64)
                       : INT64_MAX;
+    s->fed = (uint64_t)s->left;
 }
 
 uint64_t cal_bsamp_count_slow(cal_bsamp *s)
 {
     if (!s->mean) {
-        s->left = INT64_MAX;
+        cal_bsamp_set_left(s, INT64_MAX);
         return 0;
     }
     uint64_t k = 0;
@@ -35,11 +42,11 @@ uint64_t cal_bsamp_count_slow(cal_bsamp *s)
     int64_t deficit = -s->left;
     if (deficit > 64 * s->mean) {
         uint64_t bulk = (uint64_t)(deficit / s->mean) - 32;
-        s->left += (int64_t)bulk * s->mean;
+        feed(s, (int64_t)bulk * s->mean);
         k += bulk;
     }
     while (s->left <= 0) {
-        s->left += gap(s);
+        feed(s, gap(s));
         k++;
     }
     return k;

@@ -22,7 +22,9 @@
  * cannot lock onto the sampling phase as it would with a fixed stride.
  *
  * State is explicit (one sampler per thread in the shim); async-signal-safe;
- * the fast path is one subtraction and one branch.
+ * the fast path is one subtraction and one branch.  The sampler also counts
+ * exactly the bytes it has been given (cal_bsamp_taken), so its caller
+ * needs no counter of its own on the fast path.
  */
 #ifndef CAL_BSAMP_H
 #define CAL_BSAMP_H
@@ -35,11 +37,27 @@
 typedef struct cal_bsamp {
     int64_t left; /* bytes until the next sample point */
     int64_t mean; /* mean gap in bytes; 0 = never sample */
+    uint64_t fed; /* everything ever added to left, modulo 2^64 */
     cal_rand rng;
 } cal_bsamp;
 
 /* Start with a mean gap of `mean` bytes (0 disables). */
 void cal_bsamp_init(cal_bsamp *s, int64_t mean, uint64_t seed);
+
+/* Set the bytes until the next sample point to `left` (a caller's own
+   schedule, such as "look again in a megabyte"), keeping the count of bytes
+   taken. */
+static inline void cal_bsamp_set_left(cal_bsamp *s, int64_t left)
+{
+    s->fed += (uint64_t)left - (uint64_t)s->left;
+    s->left = left;
+}
+
+/* The bytes given to cal_bsamp_take since cal_bsamp_init. */
+static inline int64_t cal_bsamp_taken(const cal_bsamp *s)
+{
+    return (int64_t)(s->fed - (uint64_t)s->left);
+}
 
 /* The number of sample points in the next n bytes, when the fast path found
    at least one. */

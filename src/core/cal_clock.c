@@ -44,6 +44,12 @@ int64_t cal_clock_thread_cpu_sigsafe(clockid_t base)
     return rc == 0 ? to_ns(&ts) : -1;
 }
 
+int64_t cal_clock_own_cpu_ns(void)
+{
+    struct timespec ts;
+    return clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0 ? to_ns(&ts) : 0;
+}
+
 int cal_clock_thread_times_sigsafe(clockid_t base, cal_thread_times *out)
 {
     int saved = errno;

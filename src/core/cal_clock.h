@@ -44,6 +44,9 @@ int cal_clock_thread_times_sigsafe(clockid_t base, cal_thread_times *out);
    Returns -1 if the thread no longer exists, else the run time in ns. */
 int64_t cal_clock_thread_cpu_sigsafe(clockid_t base);
 
+/* The calling thread's CPU time in ns (0 if it cannot be read). */
+int64_t cal_clock_own_cpu_ns(void);
+
 /* Wait, at most 50 ms, until the thread with kernel id `tid` has left the
    process; 0 once it has (or for tid <= 0, unknown), -1 at the limit.  pthread_join()
    returns when the kernel clears the thread's id, a moment before the kernel stops

@@ -158,16 +158,28 @@ typedef struct pass_entry {
 } pass_entry;
 
 /* Waiting seen in an idle asyncio event loop, to credit to the lines its
-   tasks are awaiting at once the pass is done (credit_awaiting). */
+   tasks are awaiting (credit_awaiting, after a pass).  Asking the loop for
+   its tasks costs time in proportion to all its tasks (a millisecond for
+   ten thousand), so the waiting is gathered over passes and handed out
+   only once it is AWAIT_FACTOR times what the last asking cost: at most
+   1/AWAIT_FACTOR of the time the loop waited, which is time the program
+   did not use, and once per pass for a loop with few tasks.  The tasks
+   are then those awaiting at that moment: the loop's waiting over the
+   gathering is split by a sample taken at a time independent of where it
+   falls, so each line's expected share stays its share of the waiting. */
 typedef struct awaiting_stash {
     uint32_t stat;
     unsigned long ident;
-    int64_t waiting_ns;
-    uint32_t file, func; /* where it goes if no task is awaiting */
-    int32_t line;
+    int64_t waiting_ns;  /* gathered, not credited yet */
+    uint32_t file, func; /* where it goes if no task is awaiting: where */
+    int32_t line;        /* the loop last waited */
+    int64_t cost_ns;     /* of the last asking (this thread's CPU time) */
+    int64_t seen_wall;   /* when the loop was last found idle */
 } awaiting_stash;
 
-#define MAX_LOOPS 16 /* idle loops handled per pass; more keep their waiting */
+#define MAX_LOOPS 16                /* idle loops tracked; more keep their waiting */
+#define AWAIT_FACTOR 20             /* waiting gathered per unit of asking cost */
+#define LOOP_FORGET_NS 5000000000LL /* a loop not idle for this long is dropped */
 
 enum pass_kind { PASS_MAIN, PASS_SAMPLER, PASS_FINAL };
 
@@ -573,6 +585,19 @@ static void set_cpu(cal_times *t, int64_t cpu, int64_t sys, double native_share)
 }
 
 /* Credit the time since the thread's previous sample. */
+/* The stash of the event loop that thread `ident` runs (made if new), or
+   NULL when MAX_LOOPS loops are tracked already. */
+static awaiting_stash *loop_stash(unsigned long ident)
+{
+    for (size_t i = 0; i < E.nloops; i++)
+        if (E.loops[i].ident == ident)
+            return &E.loops[i];
+    if (E.nloops == MAX_LOOPS)
+        return NULL;
+    E.loops[E.nloops] = (awaiting_stash){.ident = ident};
+    return &E.loops[E.nloops++];
+}
+
 static void credit(pass_entry *pe, int64_t wall, double native_share, int samples)
 {
     calx_thread *th = &E.threads[pe->ti];
@@ -636,11 +661,18 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     }
 
     cal_times here = t;
-    if (pe->loop_idle && t.waiting_ns > 0 && E.awaiting && E.nloops < MAX_LOOPS) {
+    awaiting_stash *loop = NULL;
+    if (pe->loop_idle && t.waiting_ns > 0 && E.awaiting)
+        loop = loop_stash(th->ident);
+    if (loop) {
         /* The loop waited for its tasks: that waiting belongs to the lines
-           they await (credit_awaiting, after the pass). */
-        E.loops[E.nloops++] = (awaiting_stash){th->stat, th->ident, t.waiting_ns,
-                                               pe->file, pe->func,  pe->line};
+           they await (credit_awaiting, after a pass). */
+        loop->stat = th->stat;
+        loop->waiting_ns += t.waiting_ns;
+        loop->file = pe->file;
+        loop->func = pe->func;
+        loop->line = pe->line;
+        loop->seen_wall = wall;
         here.waiting_ns = 0;
     }
     cal_profile *p = calx_session_profile();
@@ -775,6 +807,25 @@ static void credit_awaiting(const awaiting_stash *a)
                                    a->func, &t) != 0)
             E.dropped++;
     }
+}
+
+/* Hand out the waiting the idle loops gathered, where it is worth the
+   asking (awaiting_stash) or `all` of it; forget loops long not idle. */
+static void credit_loops(int all, int64_t wall)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < E.nloops; i++) {
+        awaiting_stash *a = &E.loops[i];
+        if (a->waiting_ns > 0 && (all || a->waiting_ns >= AWAIT_FACTOR * a->cost_ns)) {
+            int64_t before = cal_clock_own_cpu_ns();
+            credit_awaiting(a);
+            a->waiting_ns = 0;
+            a->cost_ns = cal_clock_own_cpu_ns() - before;
+        }
+        if (a->waiting_ns > 0 || wall - a->seen_wall < LOOP_FORGET_NS)
+            E.loops[kept++] = *a;
+    }
+    E.nloops = kept;
 }
 
 /* Tell gilwatch which threads to watch, all but the main one, when that
@@ -946,7 +997,6 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
     if (E.in_pass)
         return; /* credit_awaiting runs Python, which may let another pass try */
     E.in_pass = 1;
-    E.nloops = 0;
     pass_footprint = calx_memory_pass();
     pass_gpu = calx_gpu_pass(calx_session_profile(), calx_session_origin());
     int64_t wall = cal_clock_now_ns();
@@ -1046,8 +1096,7 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
     registry_sweep();
     publish_known();
     /* Last: the Python it runs may release the GIL. */
-    for (size_t i = 0; i < E.nloops; i++)
-        credit_awaiting(&E.loops[i]);
+    credit_loops(kind == PASS_FINAL, wall);
     E.in_pass = 0;
 }
 
@@ -1505,6 +1554,7 @@ static int engine_start(int forked_child)
     }
     E.main_clock = cal_clock_thread_base(sched);
     E.cut = (main_cut){0}; /* a parent's, after a fork */
+    E.nloops = 0;          /* and the parent's loops' waiting */
     E.tick_main_cpu = -1;
 
     Py_CLEAR(E.threading_active);

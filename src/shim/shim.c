@@ -61,9 +61,11 @@
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* The slow paths: kept out of line, so that the hot functions calling them
+   stay short and need no callee-saved registers on their common path. */
+#define COLD __attribute__((noinline, cold))
 
 #define FLUSH_BYTES (256 << 10) /* per-thread footprint batch */
-#define TOTAL_FLUSH (1 << 20)   /* per-thread batch of the exact totals */
 #define RECHECK_BYTES (1 << 20) /* unattached: look again after this many */
 #define BOOT_ARENA (64 << 10)
 #define FILTER_BITS 18
@@ -102,10 +104,14 @@ typedef struct thread_state {
     uint8_t resolving; /* inside dlsym() during resolve() */
     uint8_t keyed;     /* the exit destructor is registered */
     unsigned gen;      /* attach generation the samplers were set up for */
-    cal_bsamp alloc;   /* sample points on allocated bytes */
-    cal_bsamp copy;    /* ... and on copied bytes */
-    int64_t pend_native, pend_python;         /* unflushed live deltas */
-    int64_t tot_native, tot_python, tot_copy; /* unflushed totals */
+    /* Sample points on the bytes allocated by native code, by Python's
+       allocator, and copied: three streams, each sampled on its own.  Each
+       sampler counts the bytes it was given, exactly: those are the
+       thread's totals, added to the process's at each slow path
+       (flush_totals), so the fast path keeps no counter of its own. */
+    cal_bsamp native, python, copy;
+    int64_t banked_native, banked_python, banked_copy; /* added to G already */
+    int64_t pend_native, pend_python;                  /* unflushed live deltas */
 } thread_state;
 
 static TLS thread_state T;
@@ -239,12 +245,18 @@ out:
     return rc;
 }
 
+/* Might key be tracked?  0: certainly not (the filter's answer for all but
+   a few pointers). */
+static inline int tt_maybe(uintptr_t key)
+{
+    return atomic_load_explicit(&TT.filter[mix(key) >> (64 - FILTER_BITS)],
+                                memory_order_relaxed) != 0;
+}
+
 /* Remove key if tracked; returns 1 and its values if it was. */
 static int tt_remove(uintptr_t key, uint32_t *cookie, int64_t *weight)
 {
     _Atomic uint8_t *f = &TT.filter[mix(key) >> (64 - FILTER_BITS)];
-    if (LIKELY(atomic_load_explicit(f, memory_order_relaxed) == 0))
-        return 0;
     int found = 0;
     tt_lock();
     track_slot *s = tt_find(key);
@@ -288,6 +300,7 @@ static int hooks_enter(void)
 static void hooks_leave(void) { atomic_fetch_sub(&G.inflight, 1); }
 
 static void thread_exit_flush(void *arg);
+static void flush_totals(void);
 
 /* Set this thread's samplers up for the current attachment. */
 static void thread_setup(unsigned gen)
@@ -298,11 +311,15 @@ static void thread_setup(unsigned gen)
     uint64_t seed =
         ((uint64_t)tid << 32) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)&T;
     int on = atomic_load_explicit(&G.attached, memory_order_acquire);
-    cal_bsamp_init(&T.alloc, on ? G.config.alloc_mean : 0, seed);
+    flush_totals(); /* what the old samplers counted */
+    cal_bsamp_init(&T.native, on ? G.config.alloc_mean : 0, seed);
+    cal_bsamp_init(&T.python, on ? G.config.alloc_mean : 0, seed * 17 + 3);
     cal_bsamp_init(&T.copy, on ? G.config.copy_mean : 0, seed * 31 + 7);
+    T.banked_native = T.banked_python = T.banked_copy = 0;
     if (!on) {
-        T.alloc.left = RECHECK_BYTES;
-        T.copy.left = RECHECK_BYTES;
+        cal_bsamp_set_left(&T.native, RECHECK_BYTES);
+        cal_bsamp_set_left(&T.python, RECHECK_BYTES);
+        cal_bsamp_set_left(&T.copy, RECHECK_BYTES);
     }
     T.gen = gen;
     if (!T.keyed && G.have_key) {
@@ -312,15 +329,16 @@ static void thread_setup(unsigned gen)
 }
 
 /* The sample points in n more bytes of s (the slow path of points()). */
-static uint64_t points_slow(cal_bsamp *s)
+static COLD uint64_t points_slow(cal_bsamp *s)
 {
+    flush_totals();
     unsigned gen = atomic_load_explicit(&G.gen, memory_order_acquire);
     if (T.gen != gen) {
         thread_setup(gen); /* a fresh start: this call is not sampled */
         return 0;
     }
     if (!s->mean) {
-        s->left = RECHECK_BYTES;
+        cal_bsamp_set_left(s, RECHECK_BYTES);
         return 0;
     }
     return cal_bsamp_count_slow(s);
@@ -336,15 +354,21 @@ static inline uint64_t points(cal_bsamp *s, size_t n)
 
 /* ---- counting -------------------------------------------------------------- */
 
+/* Add what this thread's samplers counted since the last call to the
+   process's totals. */
+static void bank(const cal_bsamp *s, int64_t *banked, _Atomic int64_t *total)
+{
+    int64_t taken = cal_bsamp_taken(s);
+    if (taken != *banked)
+        atomic_fetch_add_explicit(total, taken - *banked, memory_order_relaxed);
+    *banked = taken;
+}
+
 static void flush_totals(void)
 {
-    if (T.tot_native)
-        atomic_fetch_add_explicit(&G.alloc_native, T.tot_native, memory_order_relaxed);
-    if (T.tot_python)
-        atomic_fetch_add_explicit(&G.alloc_python, T.tot_python, memory_order_relaxed);
-    if (T.tot_copy)
-        atomic_fetch_add_explicit(&G.copied, T.tot_copy, memory_order_relaxed);
-    T.tot_native = T.tot_python = T.tot_copy = 0;
+    bank(&T.native, &T.banked_native, &G.alloc_native);
+    bank(&T.python, &T.banked_python, &G.alloc_python);
+    bank(&T.copy, &T.banked_copy, &G.copied);
 }
 
 static void flush(void)
@@ -380,25 +404,29 @@ static void flush(void)
     }
 }
 
+static COLD void account_flush(void)
+{
+    int saved = errno;
+    uint8_t g = T.guard;
+    T.guard = 1;
+    flush();
+    T.guard = g;
+    errno = saved;
+}
+
 static inline void account(int64_t delta)
 {
     int64_t *pend = T.in_py ? &T.pend_python : &T.pend_native;
     *pend += delta;
-    if (UNLIKELY(*pend >= FLUSH_BYTES || *pend <= -FLUSH_BYTES)) {
-        int saved = errno;
-        uint8_t g = T.guard;
-        T.guard = 1;
-        flush();
-        T.guard = g;
-        errno = saved;
-    }
+    if (UNLIKELY(*pend >= FLUSH_BYTES || *pend <= -FLUSH_BYTES))
+        account_flush();
 }
 
-static void sample_alloc(void *p, size_t n, uint64_t k, int python)
+static COLD void sample_alloc(void *p, size_t n, uint64_t k, int python)
 {
     int saved = errno;
     T.guard = 1;
-    int64_t weight = (int64_t)k * T.alloc.mean;
+    int64_t weight = (int64_t)k * (python ? T.python.mean : T.native.mean);
     if (hooks_enter()) {
         uint32_t cookie = G.hooks.alloc(p, n, weight, python);
         if (cookie && tt_insert((uintptr_t)p, cookie, weight) != 0) {
@@ -411,13 +439,11 @@ static void sample_alloc(void *p, size_t n, uint64_t k, int python)
     errno = saved;
 }
 
-/* Forget p if it is tracked (before the block is released, so the address
-   cannot be handed to another thread and tracked again meanwhile). */
-static inline void untrack(void *p)
+static COLD void untrack_slow(void *p)
 {
     uint32_t cookie;
     int64_t weight;
-    if (LIKELY(!tt_remove((uintptr_t)p, &cookie, &weight)))
+    if (!tt_remove((uintptr_t)p, &cookie, &weight))
         return;
     int saved = errno;
     T.guard = 1;
@@ -429,16 +455,21 @@ static inline void untrack(void *p)
     errno = saved;
 }
 
+/* Forget p if it is tracked (before the block is released, so the address
+   cannot be handed to another thread and tracked again meanwhile). */
+static inline void untrack(void *p)
+{
+    if (UNLIKELY(tt_maybe((uintptr_t)p)))
+        untrack_slow(p);
+}
+
 /* A native allocation of n bytes (requested) returned p. */
 static inline void native_alloc(void *p, size_t n)
 {
     account((int64_t)R.usable(p));
     if (T.in_py)
         return; /* pymalloc's own request: counted by the Python hooks */
-    T.tot_native += (int64_t)n;
-    if (UNLIKELY(T.tot_native >= TOTAL_FLUSH))
-        flush_totals();
-    uint64_t k = points(&T.alloc, n);
+    uint64_t k = points(&T.native, n);
     if (UNLIKELY(k))
         sample_alloc(p, n, k, 0);
 }
@@ -596,43 +627,57 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
     return rc;
 }
 
-#define ALIGNED(name, call, size)                                                      \
-    READY(NULL);                                                                       \
-    if (!R.name)                                                                       \
-        return NULL;                                                                   \
-    void *p = call;                                                                    \
-    if (p && COUNTING())                                                               \
-        native_alloc(p, size);                                                         \
-    return p;
-
-EXPORT void *aligned_alloc(size_t align, size_t n){
-    ALIGNED(aligned_alloc, R.aligned_alloc(align, n), n)} EXPORT
-    void *memalign(size_t align,
-                   size_t n){ALIGNED(memalign, R.memalign(align, n), n)} EXPORT
-    void *valloc(size_t n){ALIGNED(valloc, R.valloc(n), n)} EXPORT
-    void *pvalloc(size_t n)
+/* The rarely used aligned allocators; those this libc lacks are NULL. */
+static void *aligned_done(void *p, size_t n)
 {
-    ALIGNED(pvalloc, R.pvalloc(n), n)
+    if (p && COUNTING())
+        native_alloc(p, n);
+    return p;
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+    READY(NULL);
+    return R.aligned_alloc ? aligned_done(R.aligned_alloc(align, n), n) : NULL;
+}
+
+EXPORT void *memalign(size_t align, size_t n)
+{
+    READY(NULL);
+    return R.memalign ? aligned_done(R.memalign(align, n), n) : NULL;
+}
+
+EXPORT void *valloc(size_t n)
+{
+    READY(NULL);
+    return R.valloc ? aligned_done(R.valloc(n), n) : NULL;
+}
+
+EXPORT void *pvalloc(size_t n)
+{
+    READY(NULL);
+    return R.pvalloc ? aligned_done(R.pvalloc(n), n) : NULL;
+}
+
+static COLD void sample_copy(uint64_t k)
+{
+    int saved = errno;
+    T.guard = 1;
+    if (hooks_enter()) {
+        G.hooks.copy((int64_t)k * T.copy.mean);
+        hooks_leave();
+    }
+    T.guard = 0;
+    errno = saved;
 }
 
 static inline void copied(size_t n)
 {
     if (!COUNTING())
         return;
-    T.tot_copy += (int64_t)n;
-    if (UNLIKELY(T.tot_copy >= TOTAL_FLUSH))
-        flush_totals();
     uint64_t k = points(&T.copy, n);
-    if (UNLIKELY(k)) {
-        int saved = errno;
-        T.guard = 1;
-        if (hooks_enter()) {
-            G.hooks.copy((int64_t)k * T.copy.mean);
-            hooks_leave();
-        }
-        T.guard = 0;
-        errno = saved;
-    }
+    if (UNLIKELY(k))
+        sample_copy(k);
 }
 
 EXPORT void *memcpy(void *dst, const void *src, size_t n)
@@ -655,12 +700,16 @@ EXPORT void *memmove(void *dst, const void *src, size_t n)
 
 /* ---- Python's allocator ------------------------------------------------------ */
 
-static void python_alloc(void *p, size_t n)
+/* The hooks below are called for every Python object: each is a test of
+   the thread's flags, the call of the original with in_py set (so that the
+   malloc() pymalloc makes underneath counts as Python's), and a subtraction
+   and a branch (the byte sampler); everything else is out of line.  A
+   nested call (the PyMem domain under the object domain), or the
+   profiler's own (guard), only forwards. */
+
+static inline void python_alloc(void *p, size_t n)
 {
-    T.tot_python += (int64_t)n;
-    if (UNLIKELY(T.tot_python >= TOTAL_FLUSH))
-        flush_totals();
-    uint64_t k = points(&T.alloc, n);
+    uint64_t k = points(&T.python, n);
     if (UNLIKELY(k))
         sample_alloc(p, n, k, 1);
 }
@@ -668,11 +717,12 @@ static void python_alloc(void *p, size_t n)
 static void *py_malloc(void *ctx, size_t n)
 {
     cal_shim_pymem *o = ctx;
-    uint8_t outer = !T.in_py;
+    if (UNLIKELY(T.in_py))
+        return o->malloc(o->ctx, n);
     T.in_py = 1;
     void *p = o->malloc(o->ctx, n);
-    T.in_py = !outer;
-    if (p && outer && !T.guard)
+    T.in_py = 0;
+    if (LIKELY(p) && LIKELY(!T.guard))
         python_alloc(p, n);
     return p;
 }
@@ -680,11 +730,12 @@ static void *py_malloc(void *ctx, size_t n)
 static void *py_calloc(void *ctx, size_t nelem, size_t elsize)
 {
     cal_shim_pymem *o = ctx;
-    uint8_t outer = !T.in_py;
+    if (UNLIKELY(T.in_py))
+        return o->calloc(o->ctx, nelem, elsize);
     T.in_py = 1;
     void *p = o->calloc(o->ctx, nelem, elsize);
-    T.in_py = !outer;
-    if (p && outer && !T.guard)
+    T.in_py = 0;
+    if (LIKELY(p) && LIKELY(!T.guard))
         python_alloc(p, nelem * elsize);
     return p;
 }
@@ -692,13 +743,14 @@ static void *py_calloc(void *ctx, size_t nelem, size_t elsize)
 static void *py_realloc(void *ctx, void *p, size_t n)
 {
     cal_shim_pymem *o = ctx;
-    uint8_t outer = !T.in_py;
-    if (p && outer && !T.guard)
+    if (UNLIKELY(T.in_py))
+        return o->realloc(o->ctx, p, n);
+    if (p && LIKELY(!T.guard))
         untrack(p);
     T.in_py = 1;
     void *q = o->realloc(o->ctx, p, n);
-    T.in_py = !outer;
-    if (q && outer && !T.guard)
+    T.in_py = 0;
+    if (LIKELY(q) && LIKELY(!T.guard))
         python_alloc(q, n);
     return q;
 }
@@ -706,12 +758,15 @@ static void *py_realloc(void *ctx, void *p, size_t n)
 static void py_free(void *ctx, void *p)
 {
     cal_shim_pymem *o = ctx;
-    uint8_t outer = !T.in_py;
-    if (p && outer && !T.guard)
+    if (UNLIKELY(T.in_py)) {
+        o->free(o->ctx, p);
+        return;
+    }
+    if (p && LIKELY(!T.guard))
         untrack(p);
     T.in_py = 1;
     o->free(o->ctx, p);
-    T.in_py = !outer;
+    T.in_py = 0;
 }
 
 /* pymalloc's arenas (mmap'ed, so invisible to malloc): Python footprint. */
