@@ -36,6 +36,10 @@ static struct {
     int64_t next_switch_check;
     atomic_int paused; /* also read without mu */
     int64_t paused_since, paused_ns;
+    /* The switch was off at its first reading: the run was started off
+       (`calipers run --off`), so it has been off since the origin, which
+       set_origin may still move back to the launcher's start. */
+    int switch_read, off_from_origin;
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void calx_session_set_filter(calx_filter *filter)
@@ -58,6 +62,7 @@ int calx_session_begin(int inherited)
     S.origin = cal_clock_now_ns();
     atomic_store(&S.paused, 0); /* until the switch is read again */
     S.paused_ns = 0;
+    S.switch_read = S.off_from_origin = 0;
     return 0;
 }
 
@@ -76,7 +81,14 @@ const calx_code *calx_session_code(PyCodeObject *code)
     return calx_codes_get(&S.codes, &S.filter, S.profile, code);
 }
 
-void calx_session_set_origin(int64_t since_ns) { S.origin -= since_ns; }
+void calx_session_set_origin(int64_t since_ns)
+{
+    pthread_mutex_lock(&S.mu);
+    S.origin -= since_ns;
+    if (S.off_from_origin)
+        S.paused_since = S.origin;
+    pthread_mutex_unlock(&S.mu);
+}
 
 int64_t calx_session_origin(void) { return S.origin; }
 
@@ -95,6 +107,7 @@ static void set_paused_locked(int off)
         S.paused_since = now;
     else
         S.paused_ns += now - S.paused_since;
+    S.off_from_origin = 0;
     atomic_store(&S.paused, off);
 }
 
@@ -104,7 +117,15 @@ static void check_switch_locked(int64_t now)
     if (!S.switch_path || now < S.next_switch_check)
         return;
     S.next_switch_check = now + SWITCH_CHECK_NS;
-    set_paused_locked(calx_runtime_entry_exists(S.switch_path));
+    int off = calx_runtime_entry_exists(S.switch_path);
+    int first = !S.switch_read;
+    S.switch_read = 1;
+    set_paused_locked(off);
+    if (first && off && atomic_load(&S.paused)) {
+        /* Off before the program started: not from the engine's start. */
+        S.paused_since = S.origin;
+        S.off_from_origin = 1;
+    }
 }
 
 void calx_session_check_switch(int64_t now)
