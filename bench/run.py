@@ -391,6 +391,11 @@ def summary(runs, failures):
             "size_median": statistics.median(r.size for r in runs)}
 
 
+def bold_slowdown(m, digits):
+    """A summary row's cell: the slowdown m in bold, "> 15×" for a timeout."""
+    return "**> %d×**" % LIMIT_FACTOR if m == math.inf else "**%.*f×**" % (digits, m)
+
+
 def slowdown_table(results, configs, key="median", ranges=True):
     """Markdown: each configuration's `key` over the unprofiled one, per
     program, then the median over the programs."""
@@ -425,14 +430,11 @@ def slowdown_table(results, configs, key="median", ranges=True):
             cells.append(cell)
         lines.append("| %s | %.2f | %s |" % (name, base, " | ".join(cells)))
     def median(values):
-        m = statistics.median(values)
-        return "**> %d×**" % LIMIT_FACTOR if m == math.inf else "**%.3f×**" % m
+        return bold_slowdown(statistics.median(values), 3)
 
     def worst(values, names):
         i = max(range(len(values)), key=values.__getitem__)
-        m = values[i]
-        return ("**> %d×**" % LIMIT_FACTOR if m == math.inf else "**%.3f×**" % m) + \
-            " (%s)" % names[i]
+        return bold_slowdown(values[i], 3) + " (%s)" % names[i]
 
     lines.append("| **median** | | " + " | ".join(
         median(slow[c]) if slow[c] else "–" for c in others) + " |")
@@ -801,11 +803,9 @@ def compare_overhead(found, key):
                 medians.append("–")
                 worsts.append("–")
                 continue
-            m = statistics.median(values[n, c, lb] for n in common)
-            medians.append("**> %d×**" % LIMIT_FACTOR if m == math.inf else "**%.2f×**" % m)
+            medians.append(bold_slowdown(statistics.median(values[n, c, lb] for n in common), 2))
             w = max(common, key=lambda n: values[n, c, lb])
-            worsts.append(("**> %d×**" % LIMIT_FACTOR if values[w, c, lb] == math.inf
-                           else "**%.2f×**" % values[w, c, lb]) + " (%s)" % w)
+            worsts.append(bold_slowdown(values[w, c, lb], 2) + " (%s)" % w)
     lines.append("| **median** | " + " | ".join([""] * len(labels) + medians) + " |")
     lines.append("| **worst** | " + " | ".join([""] * len(labels) + worsts) + " |")
     return "\n".join(lines)

@@ -331,12 +331,12 @@ static void thread_setup(unsigned gen)
 /* The sample points in n more bytes of s (the slow path of points()). */
 static COLD uint64_t points_slow(cal_bsamp *s)
 {
-    flush_totals();
     unsigned gen = atomic_load_explicit(&G.gen, memory_order_acquire);
     if (T.gen != gen) {
-        thread_setup(gen); /* a fresh start: this call is not sampled */
+        thread_setup(gen); /* banks the totals; a fresh start: not sampled */
         return 0;
     }
+    flush_totals();
     if (!s->mean) {
         cal_bsamp_set_left(s, RECHECK_BYTES);
         return 0;
