@@ -313,8 +313,10 @@ static int merge_files(cal_profile *p, const cal_jv *files, const uint32_t *proc
     return 0;
 }
 
+/* The child's threads, each to its thread here (tmap[i], as many as it has
+   threads). */
 static int merge_threads(cal_profile *p, const cal_jv *threads, const uint32_t *procs,
-                         size_t nprocs)
+                         size_t nprocs, uint32_t *tmap)
 {
     for (size_t i = 0; i < cal_jv_len(threads); i++) {
         const cal_jv *th = cal_jv_at(threads, i);
@@ -326,6 +328,7 @@ static int merge_threads(cal_profile *p, const cal_jv *threads, const uint32_t *
             (int32_t)int_of(th, "tid"), cal_jv_bool(cal_jv_get(th, "main"), 0));
         if (ti == CAL_PROFILE_NONE)
             return -1;
+        tmap[i] = ti;
         const char *name = cal_jv_getstr(th, "name", NULL);
         if (name && cal_profile_set_thread_name(p, ti, name) != 0)
             return -1;
@@ -337,6 +340,76 @@ static int merge_threads(cal_profile *p, const cal_jv *threads, const uint32_t *
         cal_times_add(&ts->unattributed, &u);
     }
     return 0;
+}
+
+/* The child's stack table into ours: its frames and nodes found or made
+   here, their figures added.  Its nodes come parent first (the writer's
+   order); a node whose parent, frame or thread is not one seen before it
+   is left out, as is its subtree. */
+static int merge_stacks(cal_profile *p, const cal_jv *stacks, const uint32_t *tmap,
+                        size_t nthreads)
+{
+    if (!cal_jv_is(stacks, CAL_JOBJ))
+        return 0; /* a profile from before stacks */
+    cal_stacks *st = cal_profile_stacks(p);
+    const cal_jv *frames = cal_jv_get(stacks, "frames");
+    const cal_jv *nodes = cal_jv_get(stacks, "nodes");
+    size_t nf = cal_jv_len(frames), nn = cal_jv_len(nodes);
+    uint32_t *fmap = malloc((nf ? nf : 1) * sizeof(*fmap));
+    uint32_t *nmap = malloc((nn ? nn : 1) * sizeof(*nmap));
+    int rc = fmap && nmap ? 0 : -1;
+    for (size_t i = 0; i < nf && rc == 0; i++) {
+        const cal_jv *f = cal_jv_at(frames, i);
+        uint32_t file = string_of(p, cal_jv_getstr(f, "file", ""));
+        uint32_t name = string_of(p, cal_jv_getstr(f, "name", ""));
+        if (file == CAL_PROFILE_NONE || name == CAL_PROFILE_NONE)
+            rc = -1;
+        else
+            fmap[i] = cal_stacks_frame(st, file, name, (int32_t)int_of(f, "first_line"),
+                                       cal_jv_bool(cal_jv_get(f, "library"), 0));
+    }
+    for (size_t i = 0; i < nn && rc == 0; i++) {
+        const cal_jv *n = cal_jv_at(nodes, i);
+        double parent = cal_jv_num(cal_jv_at(n, 0), -1);
+        double frame = cal_jv_num(cal_jv_at(n, 1), -1);
+        double thread = cal_jv_num(cal_jv_at(n, 3), 0);
+        uint32_t here = CAL_STACKS_NONE;
+        int folded = 0;
+        if (parent < 0) {
+            if (thread < (double)nthreads)
+                here = cal_stacks_root(st, tmap[(size_t)thread]);
+        } else if (parent < (double)i && frame >= 0 && frame < (double)nf &&
+                   nmap[(size_t)parent] != CAL_STACKS_NONE) {
+            uint32_t up = nmap[(size_t)parent];
+            here = cal_stacks_child(st, up, fmap[(size_t)frame],
+                                    (int32_t)cal_jv_num(cal_jv_at(n, 2), 0));
+            if (here == CAL_STACKS_NONE) {
+                here = up; /* full here: to its nearest caller */
+                folded = 1;
+            }
+        }
+        nmap[i] = here;
+        cal_times t = {0};
+        t.python_ns = llround(cal_jv_num(cal_jv_at(n, 4), 0) * 1e9);
+        t.native_ns = llround(cal_jv_num(cal_jv_at(n, 5), 0) * 1e9);
+        t.system_ns = llround(cal_jv_num(cal_jv_at(n, 6), 0) * 1e9);
+        t.waiting_ns = llround(cal_jv_num(cal_jv_at(n, 7), 0) * 1e9);
+        t.samples = llround(cal_jv_num(cal_jv_at(n, 8), 0));
+        cal_volume v = {0};
+        v.alloc_python = llround(cal_jv_num(cal_jv_at(n, 9), 0));
+        v.alloc_native = llround(cal_jv_num(cal_jv_at(n, 10), 0));
+        v.copied = llround(cal_jv_num(cal_jv_at(n, 11), 0));
+        v.samples = llround(cal_jv_num(cal_jv_at(n, 12), 0));
+        cal_stacks_add_times(st, here, &t, folded);
+        cal_stacks_add_volume(st, here, &v, folded);
+    }
+    const cal_jv *folded = cal_jv_get(stacks, "folded");
+    st->folded_ns += ns_of(folded, "time_s");
+    st->folded_bytes += int_of(folded, "bytes");
+    st->folded_samples += int_of(folded, "samples");
+    free(fmap);
+    free(nmap);
+    return rc;
 }
 
 static void merge_memory(cal_profile *p, const cal_jv *m, int64_t offset,
@@ -444,11 +517,14 @@ int cal_merge_add(cal_profile *p, const cal_jv *root, double start_unix, char *e
     if (nprocs == 0)
         nprocs = 1;
     uint32_t *procs = calloc(nprocs, sizeof(*procs));
+    size_t nthreads = cal_jv_len(cal_jv_get(root, "threads"));
+    uint32_t *tmap = calloc(nthreads ? nthreads : 1, sizeof(*tmap));
     const cal_jv *m = cal_jv_get(cal_jv_get(root, "summary"), "memory");
     int memory = cal_profile_memory_at(p)->enabled && cal_jv_is(m, CAL_JOBJ);
     int rc = -1;
-    if (procs && add_processes(p, root, offset, procs, nprocs) == 0 &&
-        merge_threads(p, cal_jv_get(root, "threads"), procs, nprocs) == 0 &&
+    if (procs && tmap && add_processes(p, root, offset, procs, nprocs) == 0 &&
+        merge_threads(p, cal_jv_get(root, "threads"), procs, nprocs, tmap) == 0 &&
+        merge_stacks(p, cal_jv_get(root, "stacks"), tmap, nthreads) == 0 &&
         merge_files(p, cal_jv_get(root, "files"), procs, nprocs, offset, memory) == 0 &&
         merge_leaks(p, cal_jv_get(root, "leaks"), procs, nprocs) == 0) {
         if (memory) {
@@ -465,5 +541,6 @@ int cal_merge_add(cal_profile *p, const cal_jv *root, double start_unix, char *e
     if (rc != 0)
         snprintf(err, cap, "out of memory");
     free(procs);
+    free(tmap);
     return rc;
 }

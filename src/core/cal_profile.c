@@ -26,6 +26,7 @@ struct cal_profile {
     int64_t paused_ns; /* of it, with profiling switched off */
     cal_memory memory;
     cal_gpu_summary gpu;
+    cal_stacks stacks;
 };
 
 static void *vec_push(vec *v)
@@ -60,6 +61,7 @@ cal_profile *cal_profile_new(void)
     p->memory.peak_line = CAL_PROFILE_NONE;
     p->gpu.reason = p->gpu.fallback = CAL_PROFILE_NONE;
     p->gpu.stopped_at = -1;
+    cal_stacks_init(&p->stacks);
     if (cal_profile_process_add(p) == CAL_PROFILE_NONE) {
         free(p);
         return NULL;
@@ -90,6 +92,7 @@ void cal_profile_free(cal_profile *p)
     cal_map_clear(&p->line_index);
     cal_map_clear(&p->func_index);
     cal_map_clear(&p->thread_index);
+    cal_stacks_free(&p->stacks);
     free(p);
 }
 
@@ -328,6 +331,9 @@ int cal_profile_line_series_add(cal_profile *p, uint32_t i, int64_t t, int64_t l
     cal_series_add(s, t, live);
     return 0;
 }
+
+cal_stacks *cal_profile_stacks(cal_profile *p) { return &p->stacks; }
+const cal_stacks *cal_profile_stacks_at(const cal_profile *p) { return &p->stacks; }
 
 cal_memory *cal_profile_memory(cal_profile *p) { return &p->memory; }
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "cal_series.h"
+#include "cal_stacks.h"
 
 #define CAL_PROFILE_NONE UINT32_MAX
 
@@ -234,6 +235,10 @@ int cal_profile_line_series_add(cal_profile *p, uint32_t i, int64_t t, int64_t l
 /* A line's live-bytes series, created empty if it has none; NULL on
    allocation failure. */
 cal_series *cal_profile_line_series(cal_profile *p, uint32_t i);
+
+/* The stack table (cal_stacks.h): the frames and the tree of stacks. */
+cal_stacks *cal_profile_stacks(cal_profile *p);
+const cal_stacks *cal_profile_stacks_at(const cal_profile *p);
 
 cal_memory *cal_profile_memory(cal_profile *p);
 const cal_memory *cal_profile_memory_at(const cal_profile *p);

@@ -735,6 +735,93 @@ done:
     free(fi);
 }
 
+/* Nodes are written as arrays, one per line, in these columns; -1 for a
+   root's parent and frame. */
+static const char *const NODE_FIELDS[] = {
+    "parent",
+    "frame",
+    "line",
+    "thread",
+    "python_s",
+    "native_s",
+    "system_s",
+    "waiting_s",
+    "samples",
+    "alloc_python_bytes",
+    "alloc_native_bytes",
+    "copied_bytes",
+    "alloc_samples",
+};
+
+static void json_ref(cal_json *j, uint32_t ref)
+{
+    cal_json_int(j, ref == CAL_STACKS_NONE ? -1 : (int64_t)ref);
+}
+
+/* The stack table (cal_stacks.h; docs/FORMAT.md, "stacks"). */
+static void json_stacks(cal_json *j, const cal_profile *p)
+{
+    const cal_stacks *st = cal_profile_stacks_at(p);
+    cal_json_key(j, "stacks");
+    cal_json_object_begin(j);
+    cal_json_key(j, "frames");
+    cal_json_array_begin(j);
+    for (size_t i = 0; i < st->nframes; i++) {
+        const cal_stack_frame *f = &st->frames[i];
+        cal_json_flat(j);
+        cal_json_object_begin(j);
+        cal_json_key(j, "file");
+        cal_json_string(j, cal_profile_string_at(p, f->file));
+        cal_json_key(j, "name");
+        cal_json_string(j, cal_profile_string_at(p, f->name));
+        cal_json_key(j, "first_line");
+        cal_json_int(j, f->first_line);
+        cal_json_key(j, "library");
+        cal_json_bool(j, f->library);
+        cal_json_object_end(j);
+    }
+    cal_json_array_end(j);
+    cal_json_key(j, "node_fields");
+    cal_json_flat(j);
+    cal_json_array_begin(j);
+    for (size_t i = 0; i < sizeof NODE_FIELDS / sizeof *NODE_FIELDS; i++)
+        cal_json_string(j, NODE_FIELDS[i]);
+    cal_json_array_end(j);
+    cal_json_key(j, "nodes");
+    cal_json_array_begin(j);
+    for (size_t i = 0; i < st->nnodes; i++) {
+        const cal_stack_node *n = &st->nodes[i];
+        cal_json_flat(j);
+        cal_json_array_begin(j);
+        json_ref(j, n->parent);
+        json_ref(j, n->frame);
+        cal_json_int(j, n->line);
+        cal_json_int(j, n->thread);
+        cal_json_seconds(j, n->python_ns);
+        cal_json_seconds(j, n->native_ns);
+        cal_json_seconds(j, n->system_ns);
+        cal_json_seconds(j, n->waiting_ns);
+        cal_json_int(j, n->samples);
+        cal_json_int(j, n->alloc_python);
+        cal_json_int(j, n->alloc_native);
+        cal_json_int(j, n->copied);
+        cal_json_int(j, n->alloc_samples);
+        cal_json_array_end(j);
+    }
+    cal_json_array_end(j);
+    cal_json_key(j, "folded");
+    cal_json_flat(j);
+    cal_json_object_begin(j);
+    cal_json_key(j, "time_s");
+    cal_json_seconds(j, st->folded_ns);
+    cal_json_key(j, "bytes");
+    cal_json_int(j, st->folded_bytes);
+    cal_json_key(j, "samples");
+    cal_json_int(j, st->folded_samples);
+    cal_json_object_end(j);
+    cal_json_object_end(j);
+}
+
 void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
 {
     cal_json j;
@@ -831,6 +918,7 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
 
     json_files(&j, p);
     json_leaks(&j, p);
+    json_stacks(&j, p);
 
     cal_buf notes;
     cal_buf_init(&notes);

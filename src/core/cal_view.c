@@ -317,6 +317,36 @@ static const cal_jmember LEAK_M[] = {
 static const cal_jshape LEAK = {.types = CAL_JT_OBJ, .members = LEAK_M};
 static const cal_jshape LEAKS = {.types = CAL_JT_ARR, .items = &LEAK};
 
+/* ---- stacks ------------------------------------------------------------------ */
+
+static const cal_jmember FRAME_M[] = {
+    {"file", 1, &STR},        {"name", 1, &STR}, {"first_line", 1, &LINE_NO},
+    {"library", 1, &BOOLEAN}, {NULL, 0, NULL},
+};
+static const cal_jshape FRAME = {.types = CAL_JT_OBJ, .members = FRAME_M};
+static const cal_jshape FRAMES = {.types = CAL_JT_ARR, .items = &FRAME};
+/* A node's parent or frame: an index, or -1 (a thread's root). */
+static const cal_jshape REF = {
+    .types = CAL_JT_NUM, .whole = 1, .min = -1, .max = MAX_INDEX};
+static const cal_jshape *const NODE_AT[] = {
+    &REF,     &REF,   &LINE_NO, &INDEX, &SECONDS, &SECONDS, &SECONDS,
+    &SECONDS, &COUNT, &BYTES,   &BYTES, &BYTES,   &COUNT,   NULL};
+static const cal_jshape NODE = {.types = CAL_JT_ARR, .tuple = NODE_AT};
+static const cal_jshape NODES = {.types = CAL_JT_ARR, .items = &NODE};
+static const cal_jmember FOLDED_M[] = {
+    {"time_s", 1, &SECONDS},
+    {"bytes", 1, &BYTES},
+    {"samples", 1, &COUNT},
+    {NULL, 0, NULL},
+};
+static const cal_jshape FOLDED = {.types = CAL_JT_OBJ, .members = FOLDED_M};
+static const cal_jmember STACKS_M[] = {
+    {"frames", 1, &FRAMES}, {"node_fields", 1, &STRINGS},
+    {"nodes", 1, &NODES},   {"folded", 1, &FOLDED},
+    {NULL, 0, NULL},
+};
+static const cal_jshape STACKS = {.types = CAL_JT_OBJ, .members = STACKS_M};
+
 /* ---- the document ---------------------------------------------------------- */
 
 static const cal_jmember PROFILE_M[] = {
@@ -325,7 +355,7 @@ static const cal_jmember PROFILE_M[] = {
     {"summary", 1, &SUMMARY}, {"processes", 0, &PROCESSES},
     {"threads", 1, &THREADS}, {"files", 1, &FILES},
     {"leaks", 1, &LEAKS},     {"notes", 1, &STRINGS},
-    {NULL, 0, NULL},
+    {"stacks", 0, &STACKS},   {NULL, 0, NULL},
 };
 static const cal_jshape PROFILE = {.types = CAL_JT_OBJ, .members = PROFILE_M};
 

@@ -172,15 +172,23 @@ const calx_code *calx_codes_get(calx_codes *c, const calx_filter *f, cal_profile
     calx_utf8(code->co_name, name, sizeof name);
 #endif
 
-    calx_code entry = {CAL_PROFILE_NONE, CAL_PROFILE_NONE, 0, CALX_LOOP_NONE};
+    calx_code entry = {CAL_PROFILE_NONE, CAL_PROFILE_NONE, CAL_STACKS_NONE, 0,
+                       CALX_LOOP_NONE};
     entry.profiled = calx_filter_match(f, path);
     entry.loop = loop_role(code, raw);
+    /* Every code is a frame of the stack table, library code too (marked
+       so); only profiled code has lines and functions. */
+    uint32_t file = cal_profile_string(p, path, strlen(path));
+    uint32_t nm = cal_profile_string(p, name, strlen(name));
+    if (file == CAL_PROFILE_NONE || nm == CAL_PROFILE_NONE)
+        return NULL;
+    entry.frame = cal_stacks_frame(cal_profile_stacks(p), file, nm,
+                                   code->co_firstlineno, !entry.profiled);
+    if (entry.frame == CAL_STACKS_NONE)
+        return NULL;
     if (entry.profiled) {
-        entry.file = cal_profile_string(p, path, strlen(path));
-        uint32_t nm = cal_profile_string(p, name, strlen(name));
-        if (entry.file == CAL_PROFILE_NONE || nm == CAL_PROFILE_NONE)
-            return NULL;
-        entry.func = cal_profile_function(p, entry.file, nm, code->co_firstlineno);
+        entry.file = file;
+        entry.func = cal_profile_function(p, file, nm, code->co_firstlineno);
         if (entry.func == CAL_PROFILE_NONE)
             return NULL;
     }

@@ -32,8 +32,10 @@ typedef struct calx_filter {
 enum { CALX_LOOP_NONE, CALX_LOOP_IDLE, CALX_LOOP_STEP };
 
 typedef struct calx_code {
-    uint32_t file; /* string id of the absolute path */
-    uint32_t func; /* function index in the profile */
+    uint32_t file;  /* string id of the absolute path */
+    uint32_t func;  /* function index in the profile */
+    uint32_t frame; /* frame index in the profile's stack table (any code,
+                       profiled or not), or CAL_STACKS_NONE */
     int profiled;
     int loop; /* CALX_LOOP_IDLE: BaseEventLoop._run_once (the loop
                  between callbacks: waiting, or scheduling);

@@ -107,6 +107,8 @@
 typedef struct place {
     uint32_t file, func;
     int32_t line;
+    uint32_t node;       /* in the stack table */
+    int folded;          /* ... which was full: the stack stops short */
     double native_share; /* of the user time credited there by the sample */
     size_t nfuncs;
     uint32_t funcs[PLACE_FUNCS];
@@ -150,6 +152,8 @@ typedef struct pass_entry {
     cal_thread_times times;
     uint32_t file, func;
     int32_t line;
+    uint32_t node;                 /* its stack, in the stack table */
+    int folded;                    /* ... cut short: the table was full */
     size_t funcs_at, nfuncs;       /* its functions in E.pass_funcs */
     int loop_idle;                 /* in an asyncio event loop, between callbacks */
     int frameless;                 /* outside Python: no frame at all */
@@ -173,6 +177,7 @@ typedef struct awaiting_stash {
     int64_t waiting_ns;  /* gathered, not credited yet */
     uint32_t file, func; /* where it goes if no task is awaiting: where */
     int32_t line;        /* the loop last waited */
+    uint32_t node;       /* the loop's stack then: its tasks' stacks hang here */
     int64_t cost_ns;     /* of the last asking (this thread's CPU time) */
     int64_t seen_wall;   /* when the loop was last found idle */
 } awaiting_stash;
@@ -309,6 +314,7 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
     th->stat = stat;
     th->is_main = is_main;
     th->left.file = CAL_PROFILE_NONE;
+    th->left.node = cal_stacks_root(cal_profile_stacks(p), stat);
     cal_thread_times now = {0, 0};
     int64_t wall = cal_clock_now_ns();
     if (baseline_now) {
@@ -329,10 +335,13 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
             t.system_ns = nt->first.system_ns < nt->first.cpu_ns ? nt->first.system_ns
                                                                  : nt->first.cpu_ns;
             t.native_ns = nt->first.cpu_ns - t.system_ns;
-            if (!calx_session_paused() &&
-                cal_profile_add_sample(p, stat, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE,
-                                       &t) != 0)
-                E.dropped++;
+            if (!calx_session_paused()) {
+                if (cal_profile_add_sample(p, stat, CAL_PROFILE_NONE, 0,
+                                           CAL_PROFILE_NONE, &t) != 0)
+                    E.dropped++;
+                else
+                    cal_stacks_add_times(cal_profile_stacks(p), th->left.node, &t, 0);
+            }
             now = nt->first;
         } else if (nt) {
             now.cpu_ns = nt->last_cpu;
@@ -425,10 +434,11 @@ static void resolve_name(calx_thread *th)
 
 /* ---- one pass over the threads (GIL) --------------------------------- */
 
-/* Where the thread is (or was at the peek, if not NULL): the innermost
-   profiled line, and every profiled function on its stack once (appended
-   to E.pass_funcs). */
-static int attribute(PyThreadState *ts, const calx_peek *peek, pass_entry *pe)
+/* Where the thread (the profile's `stat`) is, or was at the peek if not
+   NULL: the innermost profiled line, every profiled function on its stack
+   once (appended to E.pass_funcs), and the whole stack. */
+static int attribute(PyThreadState *ts, uint32_t stat, const calx_peek *peek,
+                     pass_entry *pe)
 {
     int n = calx_thread_frames(ts, peek, E.frames, CALX_FRAMES_MAX);
     pe->file = CAL_PROFILE_NONE;
@@ -468,6 +478,7 @@ static int attribute(PyThreadState *ts, const calx_peek *peek, pass_entry *pe)
         E.pass_funcs[E.pass_nfuncs++] = ci->func;
         pe->nfuncs++;
     }
+    pe->node = calx_session_stack(stat, E.frames, n, &pe->folded);
     return 0;
 }
 
@@ -548,6 +559,7 @@ static void credit_place(uint32_t stat, const place *at, const cal_times *t)
     }
     for (size_t k = 0; k < at->nfuncs; k++)
         cal_profile_add_func_total(p, at->funcs[k], t);
+    cal_stacks_add_times(cal_profile_stacks(p), at->node, t, at->folded);
 }
 
 /* Remember where a sample found a thread in Python, and how it split the
@@ -560,6 +572,8 @@ static void remember_place(calx_thread *th, const pass_entry *pe, double native_
     at->file = pe->file;
     at->func = pe->func;
     at->line = pe->line;
+    at->node = pe->node;
+    at->folded = pe->folded;
     at->nfuncs = pe->nfuncs < PLACE_FUNCS ? pe->nfuncs : PLACE_FUNCS;
     memcpy(at->funcs, E.pass_funcs + pe->funcs_at, at->nfuncs * sizeof(*at->funcs));
 }
@@ -672,6 +686,7 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
         loop->file = pe->file;
         loop->func = pe->func;
         loop->line = pe->line;
+        loop->node = pe->node;
         loop->seen_wall = wall;
         here.waiting_ns = 0;
     }
@@ -682,6 +697,7 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     }
     for (size_t k = 0; k < pe->nfuncs; k++)
         cal_profile_add_func_total(p, E.pass_funcs[pe->funcs_at + k], &t);
+    cal_stacks_add_times(cal_profile_stacks(p), pe->node, &here, pe->folded);
     if (samples) {
         observe_footprint(pe);
         observe_gpu(pe);
@@ -728,12 +744,15 @@ static size_t sample_stateless(size_t n)
             th->seen = 1; /* not sampled, but not gone */
             continue;
         }
-        E.pass[n++] = (pass_entry){.ti = i,
-                                   .times = times,
-                                   .file = CAL_PROFILE_NONE,
-                                   .func = CAL_PROFILE_NONE,
-                                   .funcs_at = E.pass_nfuncs,
-                                   .frameless = 1};
+        int folded;
+        E.pass[n++] =
+            (pass_entry){.ti = i,
+                         .times = times,
+                         .file = CAL_PROFILE_NONE,
+                         .func = CAL_PROFILE_NONE,
+                         .node = calx_session_stack(th->stat, NULL, 0, &folded),
+                         .funcs_at = E.pass_nfuncs,
+                         .frameless = 1};
         th->seen = 1;
     }
     return n;
@@ -743,9 +762,38 @@ static size_t sample_stateless(size_t n)
 
 static place places[MAX_CHAINS]; /* GIL; one pass at a time */
 
-/* The place of a chain (a list of (code, line), outermost first).
-   Returns 0 if none of it is profiled code. */
-static int chain_place(PyObject *chain, place *at)
+/* The stack of a chain, called from `base` (the loop's), outermost first. */
+static void chain_stack(PyObject *chain, uint32_t base, place *at)
+{
+    cal_stacks *st = cal_profile_stacks(calx_session_profile());
+    at->node = base;
+    at->folded = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(chain); i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(chain, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyCode_Check(PyTuple_GET_ITEM(item, 0)))
+            continue;
+        const calx_code *ci =
+            calx_session_code((PyCodeObject *)PyTuple_GET_ITEM(item, 0));
+        long line = PyLong_AsLong(PyTuple_GET_ITEM(item, 1));
+        if (line < 0) {
+            PyErr_Clear();
+            line = 0;
+        }
+        if (!ci)
+            continue;
+        uint32_t child = cal_stacks_child(st, at->node, ci->frame, (int32_t)line);
+        if (child == CAL_STACKS_NONE) {
+            at->folded = 1;
+            return;
+        }
+        at->node = child;
+    }
+}
+
+/* The place of a chain (a list of (code, line), outermost first), called
+   from the stack `base`.  Returns 0 if none of it is profiled code. */
+static int chain_place(PyObject *chain, uint32_t base, place *at)
 {
     at->file = CAL_PROFILE_NONE;
     at->nfuncs = 0;
@@ -776,7 +824,10 @@ static int chain_place(PyObject *chain, place *at)
         if (!dup && at->nfuncs < PLACE_FUNCS)
             at->funcs[at->nfuncs++] = ci->func;
     }
-    return at->file != CAL_PROFILE_NONE;
+    if (at->file == CAL_PROFILE_NONE)
+        return 0;
+    chain_stack(chain, base, at);
+    return 1;
 }
 
 /* Split an idle loop's waiting evenly over the lines its tasks await
@@ -790,7 +841,7 @@ static void credit_awaiting(const awaiting_stash *a)
     Py_ssize_t n = chains && PyList_Check(chains) ? PyList_GET_SIZE(chains) : 0;
     size_t placed = 0;
     for (Py_ssize_t i = 0; i < n && placed < MAX_CHAINS; i++)
-        placed += chain_place(PyList_GET_ITEM(chains, i), &places[placed]);
+        placed += chain_place(PyList_GET_ITEM(chains, i), a->node, &places[placed]);
     Py_XDECREF(chains);
     int64_t left = a->waiting_ns;
     for (size_t i = 0; i < placed; i++) {
@@ -806,6 +857,9 @@ static void credit_awaiting(const awaiting_stash *a)
         if (cal_profile_add_sample(calx_session_profile(), a->stat, a->file, a->line,
                                    a->func, &t) != 0)
             E.dropped++;
+        else
+            cal_stacks_add_times(cal_profile_stacks(calx_session_profile()), a->node,
+                                 &t, 0);
     }
 }
 
@@ -961,6 +1015,9 @@ static void sample_native_threads(const pass_entry *main)
         cal_times t = {0};
         t.native_ns = d_cpu - d_sys;
         t.system_ns = d_sys;
+        /* In the stack view, a native thread's time is its own. */
+        cal_stacks *st = cal_profile_stacks(p);
+        cal_stacks_add_times(st, cal_stacks_root(st, stat), &t, 0);
         if (!main) {
             cal_profile_add_sample(p, stat, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE, &t);
             continue;
@@ -1039,7 +1096,7 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
             if (cut->blocked && cut->asked.cpu_ns >= th->last_cpu)
                 pe->asked = &cut->asked;
         }
-        if (attribute(ts, peek, pe) != 0) {
+        if (attribute(ts, th->stat, peek, pe) != 0) {
             E.dropped++;
             continue;
         }

@@ -227,6 +227,26 @@ void calx_session_where_cached(const calx_frame *frames, int n, calx_where *w)
     }
 }
 
+uint32_t calx_session_stack(uint32_t thread, const calx_frame *frames, int n,
+                            int *folded)
+{
+    *folded = 0;
+    cal_stacks *st = cal_profile_stacks(S.profile);
+    uint32_t node = cal_stacks_root(st, thread);
+    for (int i = n - 1; i >= 0 && node != CAL_STACKS_NONE; i--) {
+        const calx_code *ci = calx_codes_find(&S.codes, frames[i].code);
+        if (!ci)
+            continue;
+        uint32_t child = cal_stacks_child(st, node, ci->frame, frames[i].line);
+        if (child == CAL_STACKS_NONE) {
+            *folded = 1;
+            break;
+        }
+        node = child;
+    }
+    return node;
+}
+
 void calx_session_after_fork_child(void)
 {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;

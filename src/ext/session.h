@@ -94,6 +94,14 @@ int calx_session_where(PyThreadState *ts, calx_where *w);
    used.  Caller holds the GIL. */
 void calx_session_where_cached(const calx_frame *frames, int n, calx_where *w);
 
+/* The stack table's node for the stack frames[0..n) (innermost first, each
+   code seen before by calx_session_code) of the profile's thread `thread`:
+   the thread's root when n is 0.  *folded is set when the table was full
+   and the stack stops short at its deepest node that exists.
+   CAL_STACKS_NONE if not even the root can be had.  GIL held. */
+uint32_t calx_session_stack(uint32_t thread, const calx_frame *frames, int n,
+                            int *folded);
+
 /* In a forked child (pthread_atfork; no allocation, no lock): another
    thread may have held the session's mutex at fork(). */
 void calx_session_after_fork_child(void);

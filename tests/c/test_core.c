@@ -1662,6 +1662,71 @@ static void test_utf8(void)
     CHECK(cal_view_control("\xf0\x9f\x98\x80", &len) == 0 && len == 1);
 }
 
+/* The stack table: frames and nodes are found again, not duplicated; a
+   full table credits a stack's nearest caller and says how much; a merge
+   brings a child's tree under its own thread's root, parents first. */
+static void test_stacks(void)
+{
+    cal_profile *p = cal_profile_new();
+    cal_stacks *st = cal_profile_stacks(p);
+    uint32_t file = cal_profile_string(p, "/a.py", 5),
+             f = cal_profile_string(p, "f", 1);
+    uint32_t fr = cal_stacks_frame(st, file, f, 3, 0);
+    CHECK(fr == cal_stacks_frame(st, file, f, 3, 0));
+    CHECK(fr != cal_stacks_frame(st, file, f, 3, 1)); /* library or not: two frames */
+    uint32_t t0 = cal_profile_thread(p, 7, 70, 1), t1 = cal_profile_thread(p, 8, 80, 0);
+    uint32_t r0 = cal_stacks_root(st, t0), r1 = cal_stacks_root(st, t1);
+    CHECK(r0 != r1 && r0 == cal_stacks_root(st, t0));
+    uint32_t a = cal_stacks_child(st, r0, fr, 10), b = cal_stacks_child(st, a, fr, 11);
+    CHECK(a == cal_stacks_child(st, r0, fr, 10));
+    CHECK(a != cal_stacks_child(st, r0, fr, 12)); /* another line, another stack */
+    CHECK(cal_stacks_child(st, r1, fr, 10) != a); /* another thread */
+    CHECK(st->nodes[b].parent == a && st->nodes[b].thread == t0);
+    cal_times t = {.python_ns = 5000000, .samples = 1};
+    cal_stacks_add_times(st, b, &t, 0);
+    /* Fill it: the next new stack stops at its caller, and is counted. */
+    int32_t line = 100;
+    while (st->nnodes < CAL_STACKS_MAX_NODES)
+        cal_stacks_child(st, r1, fr, line++);
+    CHECK(cal_stacks_child(st, b, fr, 99) == CAL_STACKS_NONE);
+    cal_stacks_add_times(st, b, &t, 1);
+    CHECK(st->nodes[b].python_ns == 10000000 && st->folded_ns == 5000000 &&
+          st->folded_samples == 1);
+
+    /* Merged into a profile with a tree of its own. */
+    cal_profile *q = cal_profile_new();
+    cal_stacks *qs = cal_profile_stacks(q);
+    uint32_t qt = cal_profile_thread(q, 1, 10, 1);
+    uint32_t qfile = cal_profile_string(q, "/a.py", 5),
+             qf = cal_profile_string(q, "f", 1);
+    uint32_t qa = cal_stacks_child(qs, cal_stacks_root(qs, qt),
+                                   cal_stacks_frame(qs, qfile, qf, 3, 0), 10);
+    cal_stacks_add_times(qs, qa, &t, 0);
+    size_t len;
+    char *text = profile_json(p, 1000.0, &len);
+    cal_jdoc doc;
+    char err[200];
+    CHECK(cal_jdoc_parse(&doc, text, len, err, sizeof err) == 0);
+    CHECK(cal_merge_add(q, doc.root, 1000.0, err, sizeof err) == 0);
+    /* The child's two threads are new threads here, each with its root;
+       its frame is the one q had. */
+    CHECK(qs->nframes == 2);
+    size_t roots = 0;
+    int64_t total = 0;
+    for (size_t i = 0; i < qs->nnodes; i++) {
+        roots += qs->nodes[i].parent == CAL_STACKS_NONE;
+        CHECK(qs->nodes[i].parent == CAL_STACKS_NONE || qs->nodes[i].parent < i);
+        total += qs->nodes[i].python_ns;
+    }
+    CHECK(roots == 3);
+    CHECK(total == 15000000);
+    CHECK(qs->folded_ns == 5000000);
+    cal_jdoc_free(&doc);
+    free(text);
+    cal_profile_free(q);
+    cal_profile_free(p);
+}
+
 int main(void)
 {
     test_map();
@@ -1687,6 +1752,7 @@ int main(void)
     test_view_controls();
     test_fuzz_types();
     test_utf8();
+    test_stacks();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

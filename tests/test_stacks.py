@@ -1,0 +1,158 @@
+"""Whole stacks: the profile's stack table (docs/FORMAT.md, "stacks").
+
+Real programs under calipers; the tree is checked against the program's
+own call structure, against the function table written from the same
+samples, and against what the program measured of itself."""
+
+import textwrap
+
+from conftest import TRUTH, cpu
+
+PROGRAM = """
+import json, sys, threading, time
+
+def leaf(seconds):
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < seconds:
+        pass
+
+def deep():
+    leaf(0.45)  # three times as much from here ...
+
+def shallow():
+    leaf(0.15)  # ... as from here
+
+def work():
+    for _ in range(2):
+        deep()
+        shallow()
+
+t = threading.Thread(target=work, name="worker")
+t.start()
+work()
+t.join()
+"""
+
+
+class Tree:
+    """The stack table of a profile, with inclusive figures."""
+
+    def __init__(self, profile):
+        self.profile = profile
+        st = profile["stacks"]
+        self.frames = st["frames"]
+        self.fields = st["node_fields"]
+        self.nodes = [dict(zip(self.fields, n)) for n in st["nodes"]]
+        self.kids = {}
+        for i, n in enumerate(self.nodes):
+            self.kids.setdefault(n["parent"], []).append(i)
+
+    def self_time(self, i):
+        n = self.nodes[i]
+        return n["python_s"] + n["native_s"] + n["system_s"] + n["waiting_s"]
+
+    def inclusive(self, i):
+        return self.self_time(i) + sum(self.inclusive(k) for k in self.kids.get(i, []))
+
+    def name(self, i):
+        f = self.nodes[i]["frame"]
+        return None if f == -1 else self.frames[f]["name"]
+
+    def path(self, i):
+        """The names from the thread's root down to node i."""
+        names = []
+        while self.nodes[i]["parent"] != -1:
+            names.append(self.name(i))
+            i = self.nodes[i]["parent"]
+        return names[::-1]
+
+    def function_total(self, name):
+        """Time with `name` on the stack, counted once however deep."""
+        return sum(self.inclusive(i) for i in range(len(self.nodes))
+                   if self.name(i) == name and name not in self.path(i)[:-1])
+
+
+def test_tree_has_the_programs_call_structure(run_calipers, tmp_path):
+    prog = tmp_path / "calls.py"
+    prog.write_text(textwrap.dedent(PROGRAM))
+    prof = run_calipers(prog, options=["--no-report"])
+    assert prof.returncode == 0, prof.stderr
+    tree = Tree(prof.profile)
+
+    # Parents first; each node in its root's thread; one root per thread.
+    roots = [i for i, n in enumerate(tree.nodes) if n["parent"] == -1]
+    assert sorted(tree.nodes[i]["thread"] for i in roots) == \
+        list(range(len(prof.profile["threads"])))
+    for i, n in enumerate(tree.nodes):
+        if n["parent"] != -1:
+            assert n["parent"] < i
+            assert n["thread"] == tree.nodes[n["parent"]]["thread"]
+
+    # The program's frames are not library frames; threading's are.
+    kinds = {f["name"]: f["library"] for f in tree.frames}
+    assert kinds["leaf"] is False and kinds["work"] is False
+    assert kinds["Thread._bootstrap_inner"] is True
+
+    # Where leaf ran, by the whole stack: each thread reaches it through
+    # work -> deep and work -> shallow, the worker below threading's frames.
+    by_thread = {}
+    for i, n in enumerate(tree.nodes):
+        if tree.name(i) == "leaf" and tree.self_time(i) > 0:
+            thread = prof.profile["threads"][n["thread"]]["name"]
+            caller = tree.path(i)[-2]
+            by_thread.setdefault(thread, {}).setdefault(caller, 0.0)
+            by_thread[thread][caller] += tree.self_time(i)
+    assert set(by_thread) == {"MainThread", "worker"}
+    for thread, callers in by_thread.items():
+        assert set(callers) == {"deep", "shallow"}, (thread, callers)
+    worker_leaf = next(i for i in range(len(tree.nodes))
+                       if tree.name(i) == "leaf" and
+                       prof.profile["threads"][tree.nodes[i]["thread"]]["name"] == "worker")
+    assert tree.path(worker_leaf)[:3] == ["Thread._bootstrap", "Thread._bootstrap_inner",
+                                          "Thread.run"]
+
+    # 3:1 from deep and shallow, in CPU; the two threads share two cores
+    # on this machine, so the program ran 1.2 s of leaf in all.  With
+    # ~200 samples of leaf the share's sampling error is ~3%.
+    deep = sum(c["deep"] for c in by_thread.values())
+    shallow = sum(c["shallow"] for c in by_thread.values())
+    assert 0.65 <= deep / (deep + shallow) <= 0.85, (deep, shallow)
+
+    # The function table and the tree come from the same samples: each
+    # function's total is the inclusive time of its outermost nodes.
+    funcs = prof.functions("calls.py")
+    for name in ("leaf", "deep", "shallow", "work"):
+        want = funcs[name]["total"]
+        got = tree.function_total(name)
+        assert abs(got - (cpu(want) + want["waiting_s"])) <= 1e-3 + 1e-3 * got, name
+    assert prof.profile["stacks"]["folded"]["samples"] == 0
+
+
+def test_children_bring_their_own_trees(run_calipers, tmp_path):
+    prog = tmp_path / "kids.py"
+    prog.write_text(textwrap.dedent("""
+        import json, multiprocessing, sys, time
+
+        def in_child():
+            t0 = time.thread_time()
+            while time.thread_time() - t0 < 0.3:
+                pass
+            return time.thread_time() - t0
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                spent = pool.apply(in_child)
+            with open(sys.argv[1], "w") as f:
+                json.dump({"child_cpu_s": spent}, f)
+        """))
+    prof = run_calipers(prog, TRUTH, options=["--no-report"])
+    assert prof.returncode == 0, prof.stderr
+    tree = Tree(prof.profile)
+    threads = prof.profile["threads"]
+    nodes = [i for i in range(len(tree.nodes)) if tree.name(i) == "in_child"]
+    assert nodes
+    # in_child ran in the worker process, under its own root.
+    assert {threads[tree.nodes[i]["thread"]]["process"] for i in nodes} - {0}
+    got = sum(tree.inclusive(i) for i in nodes)
+    truth = prof.truth["child_cpu_s"]
+    assert 0.8 * truth <= got <= 1.3 * truth, (got, truth)
