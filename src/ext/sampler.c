@@ -762,6 +762,23 @@ static size_t sample_stateless(size_t n)
 
 static place places[MAX_CHAINS]; /* GIL; one pass at a time */
 
+/* The code and line of a chain's item i, a (code, line) pair; NULL if it
+   is not one (or memory ran out). */
+static const calx_code *chain_item(PyObject *chain, Py_ssize_t i, int32_t *line)
+{
+    PyObject *item = PySequence_Fast_GET_ITEM(chain, i);
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+        !PyCode_Check(PyTuple_GET_ITEM(item, 0)))
+        return NULL;
+    long n = PyLong_AsLong(PyTuple_GET_ITEM(item, 1));
+    if (n < 0) {
+        PyErr_Clear();
+        n = 0;
+    }
+    *line = (int32_t)n;
+    return calx_session_code((PyCodeObject *)PyTuple_GET_ITEM(item, 0));
+}
+
 /* The stack of a chain, called from `base` (the loop's), outermost first. */
 static void chain_stack(PyObject *chain, uint32_t base, place *at)
 {
@@ -769,20 +786,11 @@ static void chain_stack(PyObject *chain, uint32_t base, place *at)
     at->node = base;
     at->folded = 0;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(chain); i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(chain, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
-            !PyCode_Check(PyTuple_GET_ITEM(item, 0)))
-            continue;
-        const calx_code *ci =
-            calx_session_code((PyCodeObject *)PyTuple_GET_ITEM(item, 0));
-        long line = PyLong_AsLong(PyTuple_GET_ITEM(item, 1));
-        if (line < 0) {
-            PyErr_Clear();
-            line = 0;
-        }
+        int32_t line;
+        const calx_code *ci = chain_item(chain, i, &line);
         if (!ci)
             continue;
-        uint32_t child = cal_stacks_child(st, at->node, ci->frame, (int32_t)line);
+        uint32_t child = cal_stacks_child(st, at->node, ci->frame, line);
         if (child == CAL_STACKS_NONE) {
             at->folded = 1;
             return;
@@ -800,23 +808,14 @@ static int chain_place(PyObject *chain, uint32_t base, place *at)
     if (!PyList_Check(chain) && !PyTuple_Check(chain))
         return 0;
     for (Py_ssize_t i = PySequence_Fast_GET_SIZE(chain) - 1; i >= 0; i--) {
-        PyObject *item = PySequence_Fast_GET_ITEM(chain, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
-            !PyCode_Check(PyTuple_GET_ITEM(item, 0)))
-            continue;
-        const calx_code *ci =
-            calx_session_code((PyCodeObject *)PyTuple_GET_ITEM(item, 0));
+        int32_t line;
+        const calx_code *ci = chain_item(chain, i, &line);
         if (!ci || !ci->profiled)
             continue;
         if (at->file == CAL_PROFILE_NONE) {
-            long line = PyLong_AsLong(PyTuple_GET_ITEM(item, 1));
-            if (line < 0) {
-                PyErr_Clear();
-                line = 0;
-            }
             at->file = ci->file;
             at->func = ci->func;
-            at->line = (int32_t)line;
+            at->line = line;
         }
         int dup = 0;
         for (size_t k = 0; k < at->nfuncs && !dup; k++)
