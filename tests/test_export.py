@@ -237,10 +237,11 @@ def test_pprof_read_by_go_tool_pprof(run_calipers, tmp_path):
     assert wall == pytest.approx(nodes.total("wall_ns") / 1e6, abs=0.01)
     assert wall > total + 80  # the 0.1 s sleep at least
 
-    # -traces: every stack with its thread, as the tree has it.
+    # -traces: every stack with its thread, as the tree has it (a sample
+    # per node with a self figure: a stack that only waited shows 0 CPU).
     want = {}
     for i, n in enumerate(nodes.nodes):
-        if n["cpu_ns"]:
+        if n["cpu_ns"] or n["wall_ns"]:
             key = (nodes.thread_name(i), tuple(nodes.names(i) or ["(no Python frame)"]))
             want[key] = want.get(key, 0.0) + n["cpu_ns"] / 1e6
     got = pprof_traces(path)
