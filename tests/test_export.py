@@ -28,7 +28,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import HERE
+from conftest import HERE, cpu
 
 FLAMEGRAPH = HERE / "tools" / "flamegraph" / "flamegraph.pl"
 SPEEDSCOPE_SCHEMA = json.loads((HERE / "data" / "speedscope-file-format-schema.json").read_text())
@@ -232,6 +232,12 @@ def test_pprof_read_by_go_tool_pprof(run_calipers, tmp_path):
         assert rows[name][0] == pytest.approx(flat.get(name, 0) / 1e6, abs=0.011), name
         assert rows[name][1] == pytest.approx(cum[name] / 1e6, abs=0.011), name
     assert rows["leaf"][0] > 0.5 * total  # the program's CPU went to leaf
+    # And the function table, written from the same samples, agrees (its
+    # figures are rounded to the microsecond).
+    table = prof.functions("calls.py")
+    for name in ("leaf", "deep", "shallow", "work"):
+        want = cpu(table[name]["total"]) * 1e3
+        assert abs(rows[name][1] - want) <= 0.02 + 1e-3 * want, name
     # The wall sample type carries the waiting too (time.sleep, join).
     _, wall = pprof_top(path, "wall")
     assert wall == pytest.approx(nodes.total("wall_ns") / 1e6, abs=0.01)
@@ -329,6 +335,8 @@ def test_speedscope_memory_and_hostile_names(run_calipers, tmp_path):
 # ---- collapsed stacks and flamegraph.pl ----------------------------------------
 
 def flamegraph(folded, svg, *options):
+    """Render `folded` with flamegraph.pl; ({frame: [its boxes' counts]},
+    {frame: [the percentages printed for them]}) from the SVG's titles."""
     perl = need("perl", "Debian's perl")
     with open(svg, "wb") as f:
         proc = subprocess.run([perl, str(FLAMEGRAPH)] + list(options) + [str(folded)],
@@ -337,12 +345,13 @@ def flamegraph(folded, svg, *options):
     assert not proc.stderr, proc.stderr.decode()  # no warning (malformed input, UTF-8)
     root = ET.parse(str(svg)).getroot()  # well-formed XML
     titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
-    rects = {}
+    rects, shares = {}, {}
     for title in titles:
         m = re.match(r"^(.*) \(([\d,]+) (\w+), ([\d.]+)%\)$", title, re.S)
         if m:
             rects.setdefault(m.group(1), []).append(int(m.group(2).replace(",", "")))
-    return rects
+            shares.setdefault(m.group(1), []).append(float(m.group(4)))
+    return rects, shares
 
 
 def clean(text):
@@ -393,7 +402,7 @@ def test_collapsed_rendered_by_flamegraph_pl(run_calipers, tmp_path):
         "work (%s:15)" % (tmp_path / "calls.py"), "deep (%s:9)" % (tmp_path / "calls.py"),
         "leaf (%s:4)" % (tmp_path / "calls.py")] for s, _ in stacks), stacks
 
-    rects = flamegraph(folded, tmp_path / "run.svg", "--countname=us")
+    rects, shares = flamegraph(folded, tmp_path / "run.svg", "--countname=us")
     assert rects["all"] == [sum(v for _, v in stacks)]
     # Each of the program's functions, with its share: the sum of its
     # boxes is its time on the stack (no recursion here), from the tree.
@@ -402,9 +411,11 @@ def test_collapsed_rendered_by_flamegraph_pl(run_calipers, tmp_path):
         label = "%s (%s:%d)" % (name, tmp_path / "calls.py", first)
         assert label in rects, (label, sorted(rects))
         assert abs(sum(rects[label]) - cum[name] / 1e3) <= len(nodes.nodes), name
-    deep = sum(rects["deep (%s:9)" % (tmp_path / "calls.py")])
-    shallow = sum(rects["shallow (%s:12)" % (tmp_path / "calls.py")])
-    assert 0.6 <= deep / (deep + shallow) <= 0.9  # 0.3 s and 0.1 s of CPU
+        # and the share flamegraph.pl prints for it (to 0.01%) is its share
+        # of the profile's time.
+        share = sum(shares[label])
+        assert share == pytest.approx(100 * cum[name] / nodes.total("wall_ns"),
+                                      abs=0.01 * len(rects[label]) + 0.01), name
 
 
 def test_collapsed_hostile_names_and_alloc(run_calipers, tmp_path):
@@ -421,7 +432,7 @@ def test_collapsed_hostile_names_and_alloc(run_calipers, tmp_path):
             (tuple(s), v) for s, v in stacks)
         assert "semi,colon,split" in text and "new?line??tab" in text
         assert "<script>alert(1)</script>" in text and "ünïcødé ☃ 𝄞" in text
-        rects = flamegraph(out, tmp_path / ("hostile-%s.svg" % fmt))
+        rects, _ = flamegraph(out, tmp_path / ("hostile-%s.svg" % fmt))
         assert rects["all"] == [sum(v for _, v in stacks)]
         assert any("<script>alert(1)</script>" in name for name in rects)
 
