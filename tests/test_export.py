@@ -28,7 +28,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import HERE, cpu
+from conftest import HERE, TRUTH, cpu
 
 FLAMEGRAPH = HERE / "tools" / "flamegraph" / "flamegraph.pl"
 SPEEDSCOPE_SCHEMA = json.loads((HERE / "data" / "speedscope-file-format-schema.json").read_text())
@@ -511,3 +511,29 @@ def test_run_export_outputs_checked_before_the_program(run_calipers, tmp_path):
     assert "pprof export written to %s" % (tmp_path / "a.pb.gz") in prof.stderr
     assert "collapsed export written to %s" % (tmp_path / "a.folded") in prof.stderr
     assert gzip.decompress((tmp_path / "a.pb.gz").read_bytes())
+
+
+def test_run_export_rewritten_while_running(run_calipers, tmp_path):
+    """--profile-interval rewrites the exports with the profile: the
+    program sees its own export appear before it ends."""
+    prog = tmp_path / "waits.py"
+    export = tmp_path / "live.folded"
+    prog.write_text(textwrap.dedent("""
+        import json, os, sys, time
+
+        def spin(seconds):
+            t0 = time.thread_time()
+            while time.thread_time() - t0 < seconds:
+                pass
+
+        deadline = time.time() + 60
+        while not os.path.exists(%r) and time.time() < deadline:
+            spin(0.05)
+        with open(sys.argv[1], "w") as f:
+            json.dump({"seen": os.path.exists(%r)}, f)
+        """ % (str(export), str(export))))
+    prof = run_calipers(prog, TRUTH, options=["--no-report", "--profile-interval", "0.2",
+                                              "--export", "collapsed:%s" % export])
+    assert prof.returncode == 0, prof.stderr
+    assert prof.truth == {"seen": True}
+    assert "spin (%s:" % prog in export.read_text()
