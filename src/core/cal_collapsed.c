@@ -72,9 +72,7 @@ void cal_collapsed_write(const cal_extable *t, int alloc, cal_buf *out)
              p = t->nodes[p].parent)
             path[depth++] = t->nodes[p].frame;
         lines[n].at = text.len;
-        char thread[512];
-        cal_extable_thread_name(t, (size_t)nd->thread, thread, sizeof thread);
-        put_name(&text, thread);
+        put_name(&text, t->thread_names[nd->thread]);
         while (depth-- > 0) {
             size_t f = (size_t)path[depth];
             cal_buf_add(&text, ";", 1);

@@ -64,16 +64,24 @@ static double num_at(const cal_jv *node, int field)
     return cal_jv_num(cal_jv_at(node, (size_t)field), 0);
 }
 
-void cal_extable_thread_name(const cal_extable *t, size_t thread, char *dst, size_t cap)
+/* Thread i's display name (malloc'd), or NULL when out of memory. */
+static char *thread_name(const cal_jv *root, size_t i, int64_t pid)
 {
-    const cal_jv *th = cal_jv_at(cal_jv_get(t->root, "threads"), thread);
+    const cal_jv *th = cal_jv_at(cal_jv_get(root, "threads"), i);
     const char *name = cal_jv_getstr(th, "name", NULL);
-    long long pid = (long long)t->thread_pid[thread];
+    cal_buf b;
+    cal_buf_init(&b);
     if (name)
-        snprintf(dst, cap, "%s (pid %lld)", name, pid);
+        cal_buf_printf(&b, "%s (pid %lld)", name, (long long)pid);
     else
-        snprintf(dst, cap, "thread %lld (pid %lld)",
-                 (long long)cal_jv_getnum(th, "tid", 0), pid);
+        cal_buf_printf(&b, "thread %lld (pid %lld)",
+                       (long long)cal_jv_getnum(th, "tid", 0), (long long)pid);
+    cal_buf_add(&b, "", 1);
+    if (!cal_buf_ok(&b)) {
+        cal_buf_free(&b);
+        return NULL;
+    }
+    return b.data;
 }
 
 const char *cal_extable_frame_name(const cal_extable *t, size_t i)
@@ -121,7 +129,8 @@ static int table_read(cal_extable *t, const cal_jv *root, char *err, size_t cap)
     t->nnodes = cal_jv_len(nodes);
     t->nodes = calloc(t->nnodes ? t->nnodes : 1, sizeof *t->nodes);
     t->thread_pid = calloc(t->nthreads ? t->nthreads : 1, sizeof *t->thread_pid);
-    if (!t->nodes || !t->thread_pid) {
+    t->thread_names = calloc(t->nthreads ? t->nthreads : 1, sizeof *t->thread_names);
+    if (!t->nodes || !t->thread_pid || !t->thread_names) {
         snprintf(err, cap, "out of memory");
         return -1;
     }
@@ -133,6 +142,10 @@ static int table_read(cal_extable *t, const cal_jv *root, char *err, size_t cap)
         const cal_jv *th = cal_jv_at(threads, i);
         const cal_jv *pr = cal_jv_at(procs, (size_t)cal_jv_getnum(th, "process", 0));
         t->thread_pid[i] = pr ? (int64_t)cal_jv_getnum(pr, "pid", 0) : main_pid;
+        if (!(t->thread_names[i] = thread_name(root, i, t->thread_pid[i]))) {
+            snprintf(err, cap, "out of memory");
+            return -1;
+        }
     }
     for (size_t i = 0; i < t->nnodes; i++) {
         const cal_jv *v = cal_jv_at(nodes, i);
@@ -170,6 +183,9 @@ static int table_read(cal_extable *t, const cal_jv *root, char *err, size_t cap)
 
 static void table_free(cal_extable *t)
 {
+    for (size_t i = 0; t->thread_names && i < t->nthreads; i++)
+        free(t->thread_names[i]);
+    free(t->thread_names);
     free(t->nodes);
     free(t->thread_pid);
 }

@@ -85,6 +85,9 @@ typedef struct cal_extable {
     size_t nnodes;
     size_t nthreads;
     int64_t *thread_pid; /* per thread: its process's pid */
+    /* Per thread, its display name (malloc'd): "MainThread (pid 4080)", or
+       "thread <tid> (pid 4080)" for a thread without a name. */
+    char **thread_names;
 } cal_extable;
 
 /* The name of the frame that stands for a thread's root self time: what
@@ -92,10 +95,6 @@ typedef struct cal_extable {
    calls into Python, a native thread). */
 #define CAL_EXPORT_NO_FRAME "(no Python frame)"
 
-/* A thread's display name into dst: "MainThread (pid 4080)"; a thread
-   without a name is "thread <tid>". */
-void cal_extable_thread_name(const cal_extable *t, size_t thread, char *dst,
-                             size_t cap);
 /* Frame i's qualified name, file and first line. */
 const char *cal_extable_frame_name(const cal_extable *t, size_t i);
 const char *cal_extable_frame_file(const cal_extable *t, size_t i);

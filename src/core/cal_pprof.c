@@ -216,11 +216,8 @@ void cal_pprof_write(const cal_extable *t, cal_buf *out)
         out->failed = 1;
         goto done;
     }
-    for (size_t i = 0; i < t->nthreads; i++) {
-        char name[512];
-        cal_extable_thread_name(t, i, name, sizeof name);
-        thread_name[i] = str_id(&st, name);
-    }
+    for (size_t i = 0; i < t->nthreads; i++)
+        thread_name[i] = str_id(&st, t->thread_names[i]);
     for (size_t i = 0; i < t->nnodes; i++) {
         const cal_exnode *nd = &t->nodes[i];
         if (!nd->cpu_ns && !nd->wall_ns && !nd->alloc_bytes && !nd->alloc_samples)

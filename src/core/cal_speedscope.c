@@ -32,9 +32,10 @@
 static void profile(const cal_extable *t, size_t th, int memory, int64_t *path,
                     cal_json *j)
 {
-    char name[560], thread[512];
-    cal_extable_thread_name(t, th, thread, sizeof thread);
-    snprintf(name, sizeof name, "%s - %s", thread, memory ? "memory" : "time");
+    cal_buf name;
+    cal_buf_init(&name);
+    cal_buf_printf(&name, "%s - %s", t->thread_names[th], memory ? "memory" : "time");
+    cal_buf_add(&name, "", 1);
     int64_t total = 0;
     for (size_t i = 0; i < t->nnodes; i++) {
         const cal_exnode *nd = &t->nodes[i];
@@ -46,7 +47,8 @@ static void profile(const cal_extable *t, size_t th, int memory, int64_t *path,
     cal_json_key(j, "type");
     cal_json_string(j, "sampled");
     cal_json_key(j, "name");
-    cal_json_string(j, name);
+    cal_json_string(j, cal_buf_ok(&name) ? name.data : "?");
+    cal_buf_free(&name);
     cal_json_key(j, "unit");
     cal_json_string(j, memory ? "bytes" : "nanoseconds");
     cal_json_key(j, "startValue");
