@@ -537,3 +537,32 @@ def test_run_export_rewritten_while_running(run_calipers, tmp_path):
     assert prof.returncode == 0, prof.stderr
     assert prof.truth == {"seen": True}
     assert "spin (%s:" % prog in export.read_text()
+
+
+def test_child_processes_keep_their_pid(run_calipers, tmp_path):
+    """A merged child's stacks carry its own pid: pprof's pid label and
+    the collapsed stacks' thread frame."""
+    prog = tmp_path / "kids.py"
+    prog.write_text(textwrap.dedent("""
+        import multiprocessing, time
+
+        def in_child():
+            t0 = time.thread_time()
+            while time.thread_time() - t0 < 0.2:
+                pass
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                pool.apply(in_child)
+        """))
+    prof = run_calipers(prog, options=["--no-report", "--export", "pprof:kids.pb.gz",
+                                       "--export", "collapsed:kids.folded"])
+    assert prof.returncode == 0, prof.stderr
+    pids = [p["pid"] for p in prof.profile["processes"]]
+    assert len(pids) >= 2
+    traces = pprof_traces(tmp_path / "kids.pb.gz")
+    child = [thread for thread, stack in traces if stack and stack[-1] == "in_child"]
+    assert child and all(" (pid %d)" % pids[0] not in t for t in child), child
+    assert {int(re.search(r"\(pid (\d+)\)$", t).group(1)) for t in child} <= set(pids[1:])
+    folded = parse_folded((tmp_path / "kids.folded").read_text())
+    assert any(s[0] in child and s[-1].startswith("in_child (") for s, _ in folded)
