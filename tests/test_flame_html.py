@@ -290,8 +290,11 @@ def test_flame_callers_callees_and_line_table(browser, tmp_path, calls):
     box = page.locator("details.file", has_text="calls.py")
     lines = {int(t) for t in box.locator("tr.hl td:nth-child(1)").all_inner_texts()}
     assert lines == flame.lines[leaf["key"]] and lines <= {5, 6, 7}, lines
-    row = box.locator("tr.hl").first
-    assert "while time.thread_time() - t0 < seconds" in row.inner_text() or "pass" in row.inner_text()
+    source = textwrap.dedent(PROGRAM).splitlines()
+    for n in range(box.locator("tr.hl").count()):
+        row = box.locator("tr.hl").nth(n)
+        no = int(row.locator("td").first.inner_text())
+        assert source[no - 1].strip() in row.inner_text()
     page.click("#flame-to-lines")
     assert page.evaluate("(() => { const r = document.querySelector('tr.hl').getBoundingClientRect();"
                          " return r.top >= 0 && r.bottom <= innerHeight; })()")
@@ -301,6 +304,7 @@ def test_flame_callers_callees_and_line_table(browser, tmp_path, calls):
     page.locator('#flame-graph .fl[data-g="%d"]' % find(frames, "_bootstrap_inner", flame=flame)["g"]).click()
     assert page.locator("#flame-to-lines").count() == 0
     assert "library code" in page.inner_text("#flame-details")
+    assert page.locator("tr.hl").count() == 0  # and the lines marked before are not
 
     # Memory: the stacks carry no allocation figures yet; then the graph
     # gives way to a line that says so.
@@ -371,6 +375,28 @@ def test_flame_hostile_names_are_text(browser, tmp_path, run_calipers):
     assert page.evaluate("window.pwned === undefined")
     assert page.locator("img").count() == 0
     assert "\u202e" not in page.inner_text("#flame")
+    view.clean()
+
+
+def test_flame_threads_of_several_processes(browser, tmp_path, run_calipers):
+    """With several processes each thread says which process it is in."""
+    prog = Path(__file__).resolve().parent / "programs" / "procs.py"
+    html = tmp_path / "procs.html"
+    run = run_calipers(prog, "fork", options=["--no-report", "--html", str(html)])
+    assert run.returncode == 0, run.stderr
+    procs, threads = run.profile["processes"], run.profile["threads"]
+    assert len(procs) == 2
+    view = Page(browser, html, tmp_path / "flame-procs.png")
+    page = view.page
+    options = page.locator("#flame-thread option").all_inner_texts()
+    rooted = {n[3] for n in run.profile["stacks"]["nodes"] if n[0] == -1}
+    want = ["all threads"] + ["%s (pid %d)" % (threads[i]["name"], procs[threads[i]["process"]]["pid"])
+                              for i in sorted(rooted)]
+    assert sorted(options) == sorted(want), (options, want)
+    # The child's own thread, picked alone, is the root of what is drawn.
+    child = next(o for o in options if "(pid %d)" % procs[1]["pid"] in o)
+    page.select_option("#flame-thread", label=child)
+    assert page.inner_text('#flame-graph .fl[data-depth="0"]') == child
     view.clean()
 
 
