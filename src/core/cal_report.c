@@ -764,7 +764,7 @@ static void json_stacks(cal_json *j, const cal_profile *p)
     const cal_stacks *st = cal_profile_stacks_at(p);
     cal_stacks pruned; /* the heaviest stacks, when there are too many */
     int own = st->nnodes > CAL_STACKS_WRITE_MAX &&
-              cal_stacks_pruned(st, CAL_STACKS_WRITE_MAX, &pruned) == 0;
+              cal_stacks_pruned(st, CAL_STACKS_WRITE_MAX, &pruned, NULL) == 0;
     if (own)
         st = &pruned;
     cal_json_key(j, "stacks");

@@ -223,12 +223,13 @@ static int choose_kept(const cal_stacks *s, size_t max_nodes, unsigned char *kee
     return 0;
 }
 
-int cal_stacks_pruned(const cal_stacks *s, size_t max_nodes, cal_stacks *out)
+int cal_stacks_pruned(const cal_stacks *s, size_t max_nodes, cal_stacks *out,
+                      uint32_t *map)
 {
     cal_stacks_init(out);
     size_t n = s->nnodes;
     unsigned char *keep = calloc(n ? n : 1, 1);
-    uint32_t *to = malloc((n ? n : 1) * sizeof(*to));
+    uint32_t *to = map ? map : malloc((n ? n : 1) * sizeof(*to));
     if (!keep || !to || choose_kept(s, max_nodes, keep) != 0)
         goto fail;
     for (size_t i = 0; i < n; i++) {
@@ -258,11 +259,13 @@ int cal_stacks_pruned(const cal_stacks *s, size_t max_nodes, cal_stacks *out)
     out->folded_bytes += s->folded_bytes;
     out->folded_samples += s->folded_samples;
     free(keep);
-    free(to);
+    if (to != map)
+        free(to);
     return 0;
 fail:
     free(keep);
-    free(to);
+    if (to != map)
+        free(to);
     cal_stacks_free(out);
     cal_stacks_init(out);
     return -1;

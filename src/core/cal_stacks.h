@@ -95,7 +95,10 @@ void cal_stacks_add_volume(cal_stacks *s, uint32_t node, const struct cal_volume
    merged into its nearest kept caller: its self figures are added there
    and counted as folded, so every kept node's inclusive figures and the
    totals are unchanged.  Only the frames of kept nodes are copied.
-   0, or -1 if memory ran out (out is then empty). */
-int cal_stacks_pruned(const cal_stacks *s, size_t max_nodes, cal_stacks *out);
+   `map` (NULL, or room for s->nnodes) receives each node's index in
+   `out`: its own, or its nearest kept caller's.  0, or -1 if memory ran
+   out (out is then empty). */
+int cal_stacks_pruned(const cal_stacks *s, size_t max_nodes, cal_stacks *out,
+                      uint32_t *map);
 
 #endif

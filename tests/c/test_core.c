@@ -1775,7 +1775,9 @@ static void test_stacks_pruned(void)
     cal_stacks_add_times(st, r1, &little, 0);
 
     cal_stacks out;
-    CHECK(cal_stacks_pruned(st, 6, &out) == 0);
+    uint32_t map[600];
+    CHECK(st->nnodes <= 600);
+    CHECK(cal_stacks_pruned(st, 6, &out, map) == 0);
     CHECK(out.nnodes == 6);
     /* Both roots, the heavy chain and the copier are kept ... */
     int64_t self = 0, samples = 0, bytes = 0;
@@ -1797,6 +1799,9 @@ static void test_stacks_pruned(void)
        time is what it was; nothing is lost, and the merge is counted. */
     uint32_t f1 = out.nodes[heavy_leaf].parent;
     CHECK(out.nodes[f1].native_ns == 500 * 1000);
+    CHECK(map[c] == heavy_leaf && map[b] == f1 && map[r1] != map[r0]);
+    for (size_t i = 0; i < st->nnodes; i++) /* each rare leaf: f1 */
+        CHECK(st->nodes[i].frame != fr[3] || st->nodes[i].parent != b || map[i] == f1);
     CHECK(inclusive_ns(&out, f1) == inclusive_ns(st, b));
     CHECK(self == 1000000000 + 500 * 1000 + 5 && samples == 100 + 500 + 1);
     CHECK(bytes == 1 << 20);
@@ -1806,7 +1811,7 @@ static void test_stacks_pruned(void)
     cal_stacks_free(&out);
 
     /* Room for the roots only: everything lands on them. */
-    CHECK(cal_stacks_pruned(st, 1, &out) == 0);
+    CHECK(cal_stacks_pruned(st, 1, &out, NULL) == 0);
     CHECK(out.nnodes == 2 && out.nframes == 0);
     CHECK(out.nodes[0].python_ns == 1000000000 && out.nodes[0].copied == 1 << 20);
     cal_stacks_free(&out);
