@@ -187,6 +187,23 @@ def test_native_threads_calling_into_python(run_calipers, gilcall_dir):
                                                  prof.profile["summary"]["dropped_samples"])
 
 
+def test_threads_making_and_deleting_thread_states_never_hang(run_calipers, gilcall_dir):
+    # The passes take the interpreter's thread-list lock holding the GIL;
+    # a C thread ending its call takes it holding the GIL too (deleting
+    # its thread state).  On 3.13+ the lock was taken with PyMutex_Lock,
+    # which lets go of the GIL while it waits and takes it back holding the
+    # lock: the two waited for each other for ever (1 run in 400 of
+    # gilcall_user.py hung on 3.14; this one, with a pass every
+    # millisecond, hung about 1 in 70).  Each run here either ends or
+    # times out.
+    prog = PROGRAMS / "gilcall_churn.py"
+    for _ in range(3):
+        prof = run_calipers(prog, gilcall_dir, 5000, options=["--interval", "1ms", "--no-report"],
+                            timeout=60)
+        assert prof.returncode == 0, prof.stderr
+        assert prof.stdout == "ok 40000\n"
+
+
 def test_native_threads_calling_into_python_while_main_runs(run_calipers, gilcall_dir):
     # Between its calls a C thread has no thread state: it is the same
     # thread all along (counted once), and what it runs in Python between

@@ -762,6 +762,11 @@ static void json_ref(cal_json *j, uint32_t ref)
 static void json_stacks(cal_json *j, const cal_profile *p)
 {
     const cal_stacks *st = cal_profile_stacks_at(p);
+    cal_stacks pruned; /* the heaviest stacks, when there are too many */
+    int own = st->nnodes > CAL_STACKS_WRITE_MAX &&
+              cal_stacks_pruned(st, CAL_STACKS_WRITE_MAX, &pruned, NULL) == 0;
+    if (own)
+        st = &pruned;
     cal_json_key(j, "stacks");
     cal_json_object_begin(j);
     cal_json_key(j, "frames");
@@ -820,6 +825,8 @@ static void json_stacks(cal_json *j, const cal_profile *p)
     cal_json_int(j, st->folded_samples);
     cal_json_object_end(j);
     cal_json_object_end(j);
+    if (own)
+        cal_stacks_free(&pruned);
 }
 
 void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)

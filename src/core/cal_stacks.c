@@ -140,3 +140,133 @@ void cal_stacks_add_volume(cal_stacks *s, uint32_t node, const cal_volume *v,
         s->folded_samples += v->samples;
     }
 }
+
+/* ---- pruning for the written table ------------------------------------
+
+   WHICH NODES ARE KEPT
+
+   A node's weight is the largest of its inclusive shares: of the time, of
+   the bytes allocated and of the bytes copied (each over the whole tree).
+   A caller's inclusive figures are at least its callees', so its weight
+   is too; ranking by weight, ties by index (a caller comes before its
+   callees), every prefix of the ranking holds each node's callers: the
+   kept nodes form a tree with the same roots.  What a flame graph or a
+   pprof "top" shows is the heaviest stacks; the ones dropped are those
+   that hold the least of every figure, and their figures stay with their
+   callers, so nothing is lost from any kept node's inclusive figures. */
+
+typedef struct ranked {
+    double weight;
+    uint32_t node;
+} ranked;
+
+static int ranked_cmp(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (x->weight != y->weight)
+        return x->weight > y->weight ? -1 : 1;
+    return x->node < y->node ? -1 : x->node > y->node;
+}
+
+static double share(int64_t part, int64_t whole)
+{
+    return whole > 0 ? (double)part / (double)whole : 0.0;
+}
+
+/* Mark in keep[] the roots and the heaviest nodes, at most max_nodes in
+   all (roots first).  0, or -1 if memory ran out. */
+static int choose_kept(const cal_stacks *s, size_t max_nodes, unsigned char *keep)
+{
+    size_t n = s->nnodes;
+    int64_t *incl = calloc(3 * (n ? n : 1), sizeof(*incl));
+    ranked *order = malloc((n ? n : 1) * sizeof(*order));
+    if (!incl || !order) {
+        free(incl);
+        free(order);
+        return -1;
+    }
+    int64_t total[3] = {0, 0, 0};
+    for (size_t i = n; i-- > 0;) {
+        const cal_stack_node *nd = &s->nodes[i];
+        int64_t *mine = &incl[3 * i];
+        mine[0] += nd->python_ns + nd->native_ns + nd->system_ns + nd->waiting_ns;
+        mine[1] += nd->alloc_python + nd->alloc_native;
+        mine[2] += nd->copied;
+        for (int k = 0; k < 3; k++) {
+            if (nd->parent == CAL_STACKS_NONE)
+                total[k] += mine[k];
+            else
+                incl[3 * (size_t)nd->parent + (size_t)k] += mine[k];
+        }
+    }
+    size_t kept = 0, nranked = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s->nodes[i].parent == CAL_STACKS_NONE) {
+            keep[i] = 1;
+            kept++;
+            continue;
+        }
+        const int64_t *mine = &incl[3 * i];
+        double w = share(mine[0], total[0]);
+        for (int k = 1; k < 3; k++) {
+            double x = share(mine[k], total[k]);
+            if (x > w)
+                w = x;
+        }
+        order[nranked++] = (ranked){w, (uint32_t)i};
+    }
+    qsort(order, nranked, sizeof(*order), ranked_cmp);
+    for (size_t r = 0; r < nranked && kept < max_nodes; r++, kept++)
+        keep[order[r].node] = 1;
+    free(incl);
+    free(order);
+    return 0;
+}
+
+int cal_stacks_pruned(const cal_stacks *s, size_t max_nodes, cal_stacks *out,
+                      uint32_t *map)
+{
+    cal_stacks_init(out);
+    size_t n = s->nnodes;
+    unsigned char *keep = calloc(n ? n : 1, 1);
+    uint32_t *to = map ? map : malloc((n ? n : 1) * sizeof(*to));
+    if (!keep || !to || choose_kept(s, max_nodes, keep) != 0)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        const cal_stack_node *nd = &s->nodes[i];
+        if (!keep[i]) {
+            to[i] = to[nd->parent]; /* its nearest kept caller: parents come first */
+        } else if (nd->parent == CAL_STACKS_NONE) {
+            to[i] = cal_stacks_root(out, nd->thread);
+        } else {
+            const cal_stack_frame *f = &s->frames[nd->frame];
+            uint32_t frame =
+                cal_stacks_frame(out, f->file, f->name, f->first_line, f->library);
+            to[i] = frame == CAL_STACKS_NONE
+                        ? CAL_STACKS_NONE
+                        : cal_stacks_child(out, to[nd->parent], frame, nd->line);
+        }
+        if (to[i] == CAL_STACKS_NONE)
+            goto fail;
+        cal_times t = {nd->python_ns, nd->native_ns, nd->system_ns, nd->waiting_ns,
+                       nd->samples};
+        cal_volume v = {nd->alloc_python, nd->alloc_native, nd->copied,
+                        nd->alloc_samples};
+        cal_stacks_add_times(out, to[i], &t, !keep[i]);
+        cal_stacks_add_volume(out, to[i], &v, !keep[i]);
+    }
+    out->folded_ns += s->folded_ns;
+    out->folded_bytes += s->folded_bytes;
+    out->folded_samples += s->folded_samples;
+    free(keep);
+    if (to != map)
+        free(to);
+    return 0;
+fail:
+    free(keep);
+    if (to != map)
+        free(to);
+    cal_stacks_free(out);
+    cal_stacks_init(out);
+    return -1;
+}

@@ -11,9 +11,12 @@
  * figures are the sum over its subtree, which the writers and viewers
  * compute.
  *
- * Bounded: at most CAL_STACKS_MAX_NODES nodes.  Once full, a stack that
- * needs a new node is credited to its deepest node that exists (its
- * nearest known caller), and the amount so folded is counted (`folded`).
+ * Bounded twice.  In memory: at most CAL_STACKS_MAX_NODES nodes; once
+ * full, a stack that needs a new node is credited to its deepest node that
+ * exists (its nearest known caller).  Written: at most CAL_STACKS_WRITE_MAX
+ * nodes, the ones that matter most (cal_stacks_pruned), the rest merged
+ * into their nearest kept caller.  Either way the amount so folded is
+ * counted (`folded`).
  *
  * Not thread-safe: the owner serialises access (the GIL, like cal_profile).
  */
@@ -27,6 +30,9 @@
 
 #define CAL_STACKS_NONE UINT32_MAX
 #define CAL_STACKS_MAX_NODES 20000
+/* At most this many nodes are written: about 1 MB of JSON (a node is a
+   line of about 100 bytes, 130 with memory figures). */
+#define CAL_STACKS_WRITE_MAX 8000
 
 struct cal_times;
 struct cal_volume;
@@ -81,5 +87,18 @@ void cal_stacks_add_times(cal_stacks *s, uint32_t node, const struct cal_times *
                           int folded);
 void cal_stacks_add_volume(cal_stacks *s, uint32_t node, const struct cal_volume *v,
                            int folded);
+
+/* A copy of `s` (into `out`, which this initialises) with at most
+   `max_nodes` nodes: every thread's root, then the nodes that hold the
+   largest share of the time, of the bytes allocated or of the bytes
+   copied (inclusive), whichever share is largest.  A node dropped is
+   merged into its nearest kept caller: its self figures are added there
+   and counted as folded, so every kept node's inclusive figures and the
+   totals are unchanged.  Only the frames of kept nodes are copied.
+   `map` (NULL, or room for s->nnodes) receives each node's index in
+   `out`: its own, or its nearest kept caller's.  0, or -1 if memory ran
+   out (out is then empty). */
+int cal_stacks_pruned(const cal_stacks *s, size_t max_nodes, cal_stacks *out,
+                      uint32_t *map);
 
 #endif

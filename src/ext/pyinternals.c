@@ -78,6 +78,7 @@
 #endif /* CALX_KNOWN_LAYOUT */
 
 #include <errno.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -377,13 +378,30 @@ void calx_poke_main_thread_sigsafe(void)
 #endif
 }
 
-/* 3.13's HEAD_LOCK calls a function libpython does not export; the public
-   PyMutex_Lock may release the GIL while it waits, which is harmless here
-   (nothing has been read yet). */
+/* The lock on the interpreters' thread lists, taken with the GIL held.
+   3.13+: not with PyMutex_Lock, which lets go of the GIL while it waits
+   and takes it back once woken, by then perhaps holding the mutex (handed
+   over by its last holder): a thread that holds the GIL and waits for the
+   mutex, as one deleting its thread state in PyGILState_Release does, and
+   this one then wait for each other for ever (a C thread's call into
+   Python ending during a pass hung 3.14 once in 400 runs).  CPython's own
+   HEAD_LOCK keeps the GIL while it waits (_Py_LOCK_DONT_DETACH), through a
+   function 3.13 does not export; this takes the mutex as that function's
+   fast path does, and yields while another thread holds it, which is for
+   a walk of the list at most, never while waiting for the GIL.
+   PyMutex_Unlock wakes any thread parked on it. */
 void calx_threads_lock(void)
 {
 #if PY_VERSION_HEX >= 0x030D0000
-    PyMutex_Lock(&_PyRuntime.interpreters.mutex);
+    PyMutex *m = &_PyRuntime.interpreters.mutex;
+    for (;;) {
+        uint8_t v = __atomic_load_n(&m->_bits, __ATOMIC_RELAXED);
+        if (!(v & _Py_LOCKED) &&
+            __atomic_compare_exchange_n(&m->_bits, &v, (uint8_t)(v | _Py_LOCKED), 0,
+                                        __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            return;
+        sched_yield();
+    }
 #elif PY_VERSION_HEX >= 0x030C0000
     HEAD_LOCK(&_PyRuntime);
 #else

@@ -1721,8 +1721,9 @@ static void test_stacks(void)
     CHECK(cal_jdoc_parse(&doc, text, len, err, sizeof err) == 0);
     CHECK(cal_merge_add(q, doc.root, 1000.0, err, sizeof err) == 0);
     /* The child's two threads are new threads here, each with its root;
-       its frame is the one q had. */
-    CHECK(qs->nframes == 2);
+       its frame is the one q had (the library frame no node used is not
+       written). */
+    CHECK(qs->nframes == 1);
     size_t roots = 0;
     int64_t total = 0;
     for (size_t i = 0; i < qs->nnodes; i++) {
@@ -1736,6 +1737,96 @@ static void test_stacks(void)
     cal_jdoc_free(&doc);
     free(text);
     cal_profile_free(q);
+    cal_profile_free(p);
+}
+
+/* The sum of a node's self time over its subtree, in table t. */
+static int64_t inclusive_ns(const cal_stacks *t, uint32_t node)
+{
+    int64_t sum = 0;
+    for (size_t i = 0; i < t->nnodes; i++) {
+        uint32_t up = (uint32_t)i;
+        while (up != CAL_STACKS_NONE && up != node)
+            up = t->nodes[up].parent;
+        if (up == node)
+            sum += t->nodes[i].python_ns + t->nodes[i].native_ns;
+    }
+    return sum;
+}
+
+/* The written table keeps the heaviest stacks and merges the rest into
+   their callers, losing nothing. */
+static void test_stacks_pruned(void)
+{
+    cal_profile *p = cal_profile_new();
+    cal_stacks *st = cal_profile_stacks(p);
+    uint32_t file = cal_profile_string(p, "/a.py", 5);
+    uint32_t t0 = cal_profile_thread(p, 7, 70, 1), t1 = cal_profile_thread(p, 8, 80, 0);
+    uint32_t fr[4];
+    for (int k = 0; k < 4; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "f%d", k);
+        fr[k] = cal_stacks_frame(st, file, cal_profile_string(p, name, 2), k, k == 3);
+    }
+    /* Thread 0: a heavy chain main -> f1 -> f2, and 500 rare leaves under
+       f1; thread 1 only has its root, with a little time. */
+    uint32_t r0 = cal_stacks_root(st, t0), r1 = cal_stacks_root(st, t1);
+    uint32_t a = cal_stacks_child(st, r0, fr[0], 1),
+             b = cal_stacks_child(st, a, fr[1], 2),
+             c = cal_stacks_child(st, b, fr[2], 3);
+    cal_times heavy = {.python_ns = 1000000000, .samples = 100};
+    cal_stacks_add_times(st, c, &heavy, 0);
+    cal_times rare = {.native_ns = 1000, .samples = 1};
+    for (int32_t line = 0; line < 500; line++)
+        cal_stacks_add_times(st, cal_stacks_child(st, b, fr[3], 100 + line), &rare, 0);
+    /* One leaf holds little time but all the bytes copied. */
+    uint32_t copier = cal_stacks_child(st, a, fr[3], 7);
+    cal_volume copied = {.copied = 1 << 20, .samples = 3};
+    cal_stacks_add_volume(st, copier, &copied, 0);
+    cal_times little = {.waiting_ns = 5, .samples = 1};
+    cal_stacks_add_times(st, r1, &little, 0);
+
+    cal_stacks out;
+    uint32_t map[600];
+    CHECK(st->nnodes <= 600);
+    CHECK(cal_stacks_pruned(st, 6, &out, map) == 0);
+    CHECK(out.nnodes == 6);
+    /* Both roots, the heavy chain and the copier are kept ... */
+    int64_t self = 0, samples = 0, bytes = 0;
+    int roots = 0, copier_kept = 0;
+    uint32_t heavy_leaf = CAL_STACKS_NONE;
+    for (size_t i = 0; i < out.nnodes; i++) {
+        const cal_stack_node *n = &out.nodes[i];
+        CHECK(n->parent == CAL_STACKS_NONE || n->parent < i);
+        roots += n->parent == CAL_STACKS_NONE;
+        copier_kept += n->copied == 1 << 20;
+        if (n->python_ns == 1000000000)
+            heavy_leaf = (uint32_t)i;
+        self += n->python_ns + n->native_ns + n->waiting_ns;
+        samples += n->samples;
+        bytes += n->copied;
+    }
+    CHECK(roots == 2 && copier_kept == 1 && heavy_leaf != CAL_STACKS_NONE);
+    /* ... the rare leaves are merged into f1, their caller, whose inclusive
+       time is what it was; nothing is lost, and the merge is counted. */
+    uint32_t f1 = out.nodes[heavy_leaf].parent;
+    CHECK(out.nodes[f1].native_ns == 500 * 1000);
+    CHECK(map[c] == heavy_leaf && map[b] == f1 && map[r1] != map[r0]);
+    for (size_t i = 0; i < st->nnodes; i++) /* each rare leaf: f1 */
+        CHECK(st->nodes[i].frame != fr[3] || st->nodes[i].parent != b || map[i] == f1);
+    CHECK(inclusive_ns(&out, f1) == inclusive_ns(st, b));
+    CHECK(self == 1000000000 + 500 * 1000 + 5 && samples == 100 + 500 + 1);
+    CHECK(bytes == 1 << 20);
+    CHECK(out.folded_ns == 500 * 1000 && out.folded_samples == 500);
+    /* Only the frames in use are copied: f3 stays, for the copier. */
+    CHECK(out.nframes == 4);
+    cal_stacks_free(&out);
+
+    /* Room for the roots only: everything lands on them. */
+    CHECK(cal_stacks_pruned(st, 1, &out, NULL) == 0);
+    CHECK(out.nnodes == 2 && out.nframes == 0);
+    CHECK(out.nodes[0].python_ns == 1000000000 && out.nodes[0].copied == 1 << 20);
+    cal_stacks_free(&out);
     cal_profile_free(p);
 }
 
@@ -1898,6 +1989,7 @@ int main(void)
     test_fuzz_types();
     test_utf8();
     test_stacks();
+    test_stacks_pruned();
     test_pb_encoding();
     test_export();
     printf("%d passed, %d failed\n", passed, failed);
