@@ -499,11 +499,14 @@ def test_run_export_outputs_checked_before_the_program(run_calipers, tmp_path):
     for value, message in (("pprof:/dev/null", "character device"),
                            ("flame:x.svg", "unknown format 'flame'"),
                            ("pprof", "expected FORMAT:FILE"),
-                           ("pprof:" + str(tmp_path / "no" / "x.pb.gz"), "no such directory")):
+                           ("pprof:" + str(tmp_path / "no" / "x.pb.gz"), "no such directory"),
+                           ("pprof:profile.json", "the profile is written there too")):
         prof = run_calipers(prog, options=["--export", value])
         assert prof.returncode == 2, (value, prof.stderr)
         assert message in prof.stderr and len(prof.stderr.splitlines()) == 1, prof.stderr
         assert not (tmp_path / "ran").exists()
+    prof = run_calipers(prog, options=["--export", "pprof:x", "--export", "collapsed:x"])
+    assert prof.returncode == 2 and "the pprof export is written there too" in prof.stderr
     # Repeatable, with the report naming each.
     prof = run_calipers(prog, options=["--export", "pprof:a.pb.gz",
                                        "--export", "collapsed:a.folded"])

@@ -633,8 +633,14 @@ def run(args):
         check_module(target)
     outfile = check_outfile(opts["outfile"], stdout=True)
     html = check_outfile(opts["html"], "--html", "the HTML report") if opts["html"] else None
-    exports = ["%s:%s" % (fmt, check_outfile(path, "--export", "the %s export" % fmt))
-               for fmt, path in opts["exports"]]
+    exports, seen = [], {outfile: "the profile", html: "the HTML report"}
+    for fmt, path in opts["exports"]:
+        path = check_outfile(path, "--export", "the %s export" % fmt)
+        if path in seen:  # one would replace the other at the end
+            raise UsageError("--export %s:%s: %s is written there too"
+                             % (fmt, path, seen[path]))
+        seen[path] = "the %s export" % fmt
+        exports.append("%s:%s" % (fmt, path))
     if outfile == "-" and opts["profile_interval"]:
         raise UsageError("--profile-interval needs a file: with -o - the profile is written "
                          "to standard output once, at the end")
