@@ -479,6 +479,7 @@ def test_export_command_line(run_calipers, tmp_path):
         ([], "no profile to export"),
         ([src, src], "takes one profile"),
         (["--bogus", src], "unknown option --bogus"),
+        (["-o", src, src], "over the profile it is made from"),
     ]
     (tmp_path / "corrupt.json").write_text('{"schema": "calipers/1", "program": ')
     bad.append(([tmp_path / "corrupt.json"], "corrupt profile"))

@@ -871,6 +871,9 @@ def export(args):
         base = path[:-5] if path.endswith(".json") and len(path) > 5 else path
         outfile = base + _common.EXPORT_FORMATS[fmt]
     outfile = check_outfile(outfile, "--outfile", "the %s export" % fmt, stdout=True)
+    if outfile != "-" and os.path.realpath(outfile) == os.path.realpath(path):
+        raise UsageError("will not write the %s export over the profile it is made from (%s)"
+                         % (fmt, path))
     data = read_profile(path)
     try:
         out = _common.export_data(data, fmt)
