@@ -13,6 +13,8 @@
 #      layouts (what a release newer than calipers gets);
 #   4. the HTML viewer in headless Chromium (Debian's chromium package,
 #      installed here when missing; Playwright drives it, never downloads one).
+# The export tests (tier 2) read pprof files with `go tool pprof`: Debian's
+# golang-go, installed here when missing (the tests fail without it).
 # Ends with one line "total: N passed, M failed"; exits non-zero on failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -75,6 +77,15 @@ if command -v clang >/dev/null 2>&1; then
 else
     echo "clang not found: the clang tiers cannot run (install clang; .ci/run does)"
     failed=$((failed + 1))
+fi
+# `go tool pprof` reads the pprof exports in test_export.py.
+if ! command -v go >/dev/null 2>&1; then
+    echo "== installing Debian's golang-go for the pprof export tests"
+    if [ "$(id -u)" = 0 ]; then
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go) >"$out/golang-install.log" 2>&1 || tail -5 "$out/golang-install.log"
+    else
+        sudo -n sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go' >"$out/golang-install.log" 2>&1 || tail -5 "$out/golang-install.log"
+    fi
 fi
 for py in $pythons; do
     v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')

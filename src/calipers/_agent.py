@@ -25,9 +25,9 @@ import sys
 import time
 
 from calipers import __version__, _calipers
-from calipers._common import (RS, create_private, decode_config, library_dirs, profiled_env,
-                              request_path, set_switch_file, styled, switch_path, target_problem,
-                              write_file)
+from calipers._common import (RS, create_private, decode_config, export_data, library_dirs,
+                              profiled_env, request_path, set_switch_file, styled, switch_path,
+                              target_problem, write_file)
 
 _state = {}
 #: multiprocessing's own servers: they live until the program has ended,
@@ -508,7 +508,11 @@ def _periodic(reason):
             "Written while the program ran (%s); it is rewritten at the end%s." % (
                 "every %g s" % float(_state["profile_interval"]) if reason == "interval"
                 else "on request", _children_note())]
-        _calipers.write_json(_state.get("outfile") or "calipers-profile.json", meta)
+        text = _calipers.write_json(_state.get("outfile") or "calipers-profile.json", meta)
+        _, failed = _write_exports(text)
+        if failed and not _state.get("periodic_export_failed"):
+            _state["periodic_export_failed"] = True
+            _say("calipers: while running: %s\n" % failed[0])
     except BaseException as exc:  # noqa: BLE001 - never into the program
         if not _state.get("periodic_failed"):
             _state["periodic_failed"] = True
@@ -752,12 +756,33 @@ def _write_main(report=True, stdout=True):
         except OSError as exc:
             _say("calipers: could not write %s: %s\n" % (html, exc.strerror or exc))
             html = None
+    exported, failed = _write_exports(text)
+    for why in failed:
+        _say("calipers: %s\n" % why)
     if report and not _state.get("no_report"):
         report = _calipers.render_text(text, _terminal_width(), styled(2),
                                        float(_state.get("min_percent", 1.0)), 300, written)
         if html:
             report += "calipers: HTML report written to %s\n" % html
+        for fmt, path in exported:
+            report += "calipers: %s export written to %s\n" % (fmt, path)
         _say(report)
+
+
+def _write_exports(text):
+    """Write each --export FORMAT:FILE of the profile `text` (replaced
+    whole, like the profile).  Returns ([(format, file) written], [why
+    each of the others could not be, one line each])."""
+    exported, failed = [], []
+    for item in _state.get("exports") or []:
+        fmt, _, path = item.partition(":")
+        try:
+            write_file(path, export_data(text, fmt))
+            exported.append((fmt, path))
+        except (OSError, ValueError) as exc:
+            failed.append("could not write the %s export to %s: %s"
+                          % (fmt, path, getattr(exc, "strerror", None) or exc))
+    return exported, failed
 
 
 def fallback_path():

@@ -19,7 +19,7 @@ import sys
 
 RS = "\x1e"  # separates settings
 US = "\x1f"  # separates items of a list setting
-LIST_KEYS = ("argv", "profile_only", "profile_exclude", "library")
+LIST_KEYS = ("argv", "profile_only", "profile_exclude", "library", "exports")
 
 
 def encode_config(config):
@@ -221,6 +221,30 @@ def write_file(path, data):
             except OSError:
                 pass
         os.close(dir_fd)
+
+
+# ---- Exports (calipers export, calipers run --export) ----------------------
+
+#: The export formats and the ending of the file name `calipers export`
+#: gives each by default (the profile's name, less ".json", and this).
+EXPORT_FORMATS = {"pprof": ".pb.gz", "speedscope": ".speedscope.json",
+                  "collapsed": ".folded", "collapsed-alloc": ".alloc.folded"}
+
+
+def export_data(text, fmt):
+    """The profile `text` (str or bytes) exported as `fmt` (bytes): the
+    engine writes every format (src/core/cal_export.h); a pprof profile is
+    then gzipped, as pprof files are, with no time stamp in the gzip header
+    so that the same profile gives the same bytes.  ValueError for a
+    corrupt profile or one without a stack table."""
+    from calipers import _calipers
+
+    data = _calipers.export(text, fmt)
+    if fmt == "pprof":
+        import gzip
+
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    return data
 
 
 def styled(fd):

@@ -9,6 +9,9 @@ engine loaded by a bootstrap on PYTHONPATH (see _boot/sitecustomize.py).
 ``calipers view [options] profile.json`` renders a saved profile: the
 terminal report, or the HTML viewer with ``--html FILE``.
 
+``calipers export [--format F] [-o FILE] profile.json`` writes a saved
+profile's stacks for other tools: pprof, speedscope, collapsed stacks.
+
 Errors are one line on standard error and a non-zero status: 2 for bad usage
 (unknown option, missing script, unwritable output), 1 where Python itself
 would exit with 1 (syntax error, no such module).  Started with standard
@@ -25,6 +28,7 @@ USAGE = """\
 usage: calipers run [options] script.py [args...]
        calipers run [options] -m module [args...]
        calipers view [--text | --html FILE] [view options] profile.json
+       calipers export [--format FORMAT] [-o FILE] profile.json
        calipers dump PID
        calipers on PID | calipers off PID
        calipers --version | --help
@@ -51,6 +55,9 @@ options (before the script; everything after it is the program's):
   --memory-interval SIZE    mean bytes between allocation samples, randomised
                             (default 256KiB; copies: 4x that); 64k, 1M, ...
   --html FILE               also write the HTML report to FILE
+  --export FORMAT:FILE      also write the stacks as FORMAT (pprof,
+                            speedscope, collapsed, collapsed-alloc) to FILE;
+                            may be repeated (see calipers export --help)
   --gpu, --no-gpu           GPU utilisation and memory per line (NVIDIA, via
                             the driver's NVML): by default when a driver is
                             there; --gpu also says why when it cannot be
@@ -105,6 +112,29 @@ The profile must be a regular file of at most %d MiB.
 """ % (MAX_PROFILE_BYTES >> 20) + USAGE[
     USAGE.index("view options:"):USAGE.index("\n  --version")].rstrip() + "\n"
 
+EXPORT_HELP = """\
+usage: calipers export [--format FORMAT] [-o FILE] profile.json
+
+Write the whole stacks of a saved profile for other tools.  FORMAT:
+  pprof            gzipped protobuf, for `go tool pprof` and other pprof
+                   readers (the default); sample types cpu and wall
+                   (nanoseconds), alloc_space (bytes), alloc_samples
+  speedscope       JSON for speedscope: one time profile per thread, and one
+                   of bytes allocated per thread that allocated
+  collapsed        folded stacks for flamegraph.pl or inferno: one line per
+                   stack, its time (Python, native, system and waiting) in
+                   whole microseconds
+  collapsed-alloc  the same with bytes allocated
+
+  -o, --outfile FILE   where to write it (default: the profile's name less
+                       .json, with .pb.gz, .speedscope.json, .folded or
+                       .alloc.folded); -o - writes it to standard output
+  -h, --help           print this help and exit
+
+The profile must be a regular file of at most %d MiB, written by calipers
+0.2 or later (it has the stack table).
+""" % (MAX_PROFILE_BYTES >> 20)
+
 DUMP_HELP = """\
 usage: calipers dump PID
 
@@ -122,7 +152,7 @@ off, nothing is credited to lines; the report says how long it was off.
 """
 
 #: The commands' own help, for `calipers COMMAND --help` and `calipers help COMMAND`.
-HELP = {"run": RUN_HELP, "view": VIEW_HELP, "dump": DUMP_HELP, "on": SWITCH_HELP,
+HELP = {"run": RUN_HELP, "view": VIEW_HELP, "export": EXPORT_HELP, "dump": DUMP_HELP, "on": SWITCH_HELP,
         "off": SWITCH_HELP}
 
 
@@ -240,6 +270,22 @@ def parse_count(text, option, most):
     return int(digits)
 
 
+def parse_format(text, option):
+    if text not in _common.EXPORT_FORMATS:
+        raise UsageError("%s: unknown format %r (pprof, speedscope, collapsed or "
+                         "collapsed-alloc)" % (option, text))
+    return text
+
+
+def parse_export(text):
+    """--export FORMAT:FILE -> (format, file)."""
+    fmt, colon, path = text.partition(":")
+    if not colon or not path:
+        raise UsageError("--export: expected FORMAT:FILE (e.g. pprof:profile.pb.gz), not %r"
+                         % text)
+    return parse_format(fmt, "--export"), path
+
+
 def split_patterns(text, option):
     pats = [p for p in text.split(",") if p]
     if not pats:
@@ -259,6 +305,7 @@ def parse_run(args):
         "no_report": False,
         "memory_interval": DEFAULT_MEMORY_INTERVAL,
         "html": None,
+        "exports": [],
         "min_percent": 1.0,
         "no_follow": False,
         "profile_interval": 0.0,
@@ -267,6 +314,7 @@ def parse_run(args):
     }
     with_value = {"-o": "outfile", "--outfile": "outfile", "--interval": "interval",
                   "--memory-interval": "memory_interval", "--html": "html",
+                  "--export": "exports",
                   "--min-percent": "min_percent", "--profile-interval": "profile_interval",
                   "--profile-only": "profile_only", "--profile-exclude": "profile_exclude"}
     flags = {"--profile-all": "profile_all", "--cpu-only": "cpu_only",
@@ -311,6 +359,8 @@ def parse_run(args):
                 opts[key] = parse_period(value)
             elif key in ("profile_only", "profile_exclude"):
                 opts[key] += split_patterns(value, name)
+            elif key == "exports":
+                opts[key].append(parse_export(value))
             else:
                 if not value:
                     raise UsageError("%s: expected a file name" % name)
@@ -583,6 +633,14 @@ def run(args):
         check_module(target)
     outfile = check_outfile(opts["outfile"], stdout=True)
     html = check_outfile(opts["html"], "--html", "the HTML report") if opts["html"] else None
+    exports, seen = [], {outfile: "the profile", html: "the HTML report"}
+    for fmt, path in opts["exports"]:
+        path = check_outfile(path, "--export", "the %s export" % fmt)
+        if path in seen:  # one would replace the other at the end
+            raise UsageError("--export %s:%s: %s is written there too"
+                             % (fmt, path, seen[path]))
+        seen[path] = "the %s export" % fmt
+        exports.append("%s:%s" % (fmt, path))
     if outfile == "-" and opts["profile_interval"]:
         raise UsageError("--profile-interval needs a file: with -o - the profile is written "
                          "to standard output once, at the end")
@@ -597,6 +655,7 @@ def run(args):
         "profile_exclude": opts["profile_exclude"],
         "no_report": opts["no_report"],
         "html": html,
+        "exports": exports,
         "min_percent": repr(opts["min_percent"]),
         "library": _common.library_dirs(),
         "cwd": cwd,
@@ -776,6 +835,70 @@ def view(args):
         raise InputError("cannot write the report: %s" % (exc.strerror or exc), 1)
 
 
+def export(args):
+    """calipers export: a saved profile's stacks in another tool's format."""
+    fmt, outfile, path = "pprof", None, None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, value = arg.partition("=")
+        if name.startswith("-o") and not name.startswith("--") and len(name) > 2:
+            name, eq, value = "-o", "=", arg[2:]
+        if name in ("-h", "--help"):
+            print_and_exit(EXPORT_HELP)
+        if name in ("--format", "-o", "--outfile"):
+            if not eq:
+                i += 1
+                if i >= len(args):
+                    raise UsageError("%s: expected a value" % name)
+                value = args[i]
+            if name == "--format":
+                fmt = parse_format(value, name)
+            elif not value:
+                raise UsageError("%s: expected a file name" % name)
+            else:
+                outfile = value
+        elif arg.startswith("-") and arg != "-" and path is None:
+            raise UsageError("unknown option %s (see calipers export --help)" % arg)
+        elif path is None:
+            path = arg
+        else:
+            raise UsageError("calipers export takes one profile, not %r too" % arg)
+        i += 1
+    if path is None:
+        raise UsageError("no profile to export (calipers export profile.json)")
+    if outfile is None:
+        base = path[:-5] if path.endswith(".json") and len(path) > 5 else path
+        outfile = base + _common.EXPORT_FORMATS[fmt]
+    outfile = check_outfile(outfile, "--outfile", "the %s export" % fmt, stdout=True)
+    if outfile != "-" and os.path.realpath(outfile) == os.path.realpath(path):
+        raise UsageError("will not write the %s export over the profile it is made from (%s)"
+                         % (fmt, path))
+    data = read_profile(path)
+    try:
+        out = _common.export_data(data, fmt)
+    except ValueError as exc:
+        raise InputError("%s: %s" % (path, exc), 1)
+    if outfile != "-":
+        try:
+            _common.write_file(outfile, out)
+        except OSError as exc:
+            raise InputError("cannot write %s: %s" % (outfile, exc.strerror or exc), 2)
+        say(sys.stderr, "calipers: %s export written to %s\n" % (fmt, outfile))
+        return
+    if sys.stdout is None:
+        raise InputError("cannot write the export: standard output is closed", 1)
+    try:
+        sys.stdout.flush()
+        view = memoryview(out)
+        while view:
+            view = view[os.write(1, view):]
+    except BrokenPipeError:  # calipers export -o - p.json | head
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    except OSError as exc:
+        raise InputError("cannot write the export: %s" % (exc.strerror or exc), 1)
+
+
 def control_dir(pid, command):
     """The run directory of the profiled program with that PID (its main
     process), found in the environment it was started with, open (a
@@ -927,6 +1050,9 @@ def main(argv=None):
             return
         if args[0] == "view":
             view(args[1:])
+            return
+        if args[0] == "export":
+            export(args[1:])
             return
         if args[0] == "dump":
             dump(args[1:])

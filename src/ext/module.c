@@ -10,6 +10,7 @@
 #include <Python.h>
 
 #include "cal_buf.h"
+#include "cal_export.h"
 #include "cal_merge.h"
 #include "cal_report.h"
 #include "cal_view.h"
@@ -639,6 +640,51 @@ static PyObject *py_render_html(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS return rendered(&doc, &b);
 }
 
+PyDoc_STRVAR(export_doc,
+             "export(profile, format) -> bytes\n\n"
+             "The stack table of a JSON profile (str or bytes) in `format`: 'pprof'\n"
+             "(a perftools.profiles.Profile, not gzipped), 'speedscope' (JSON),\n"
+             "'collapsed' (folded stacks, microseconds) or 'collapsed-alloc' (folded\n"
+             "stacks, bytes allocated).  Raises ValueError for an unknown format, a\n"
+             "corrupt or foreign profile, or one without a stack table.");
+
+static PyObject *py_export(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *text, *format;
+    Py_ssize_t len;
+    if (!PyArg_ParseTuple(args, "s#s", &text, &len, &format))
+        return NULL;
+    int f = cal_export_format_named(format);
+    if (f < 0) {
+        PyErr_SetString(PyExc_ValueError, "unknown export format (pprof, speedscope, "
+                                          "collapsed or collapsed-alloc)");
+        return NULL;
+    }
+    cal_jdoc doc;
+    if (parse_profile(text, len, &doc) != 0)
+        return NULL;
+    cal_buf b;
+    cal_buf_init(&b);
+    char err[300];
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = cal_export(doc.root, f, &b, err, sizeof err);
+    Py_END_ALLOW_THREADS cal_jdoc_free(&doc);
+    if (rc != 0) {
+        cal_buf_free(&b);
+        PyErr_SetString(
+            strcmp(err, "out of memory") ? PyExc_ValueError : PyExc_MemoryError, err);
+        return NULL;
+    }
+    if (!cal_buf_ok(&b)) {
+        cal_buf_free(&b);
+        return PyErr_NoMemory();
+    }
+    PyObject *r = PyBytes_FromStringAndSize(b.data ? b.data : "", (Py_ssize_t)b.len);
+    cal_buf_free(&b);
+    return r;
+}
+
 static PyObject *py_layout_problem(PyObject *self, PyObject *noargs)
 {
     (void)self, (void)noargs;
@@ -688,6 +734,7 @@ static PyMethodDef methods[] = {
     {"write_json", py_write_json, METH_VARARGS, write_json_doc},
     {"render_text", py_render_text, METH_VARARGS, render_text_doc},
     {"render_html", py_render_html, METH_VARARGS, render_html_doc},
+    {"export", py_export, METH_VARARGS, export_doc},
     {NULL, NULL, 0, NULL},
 };
 

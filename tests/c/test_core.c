@@ -9,6 +9,7 @@
 #include "cal_bsamp.h"
 #include "cal_buf.h"
 #include "cal_clock.h"
+#include "cal_export.h"
 #include "cal_gpu.h"
 #include "cal_json.h"
 #include "cal_jsonr.h"
@@ -1508,6 +1509,17 @@ static void fuzz_types(const char *seed, size_t len, int rounds)
             cal_view_html(m.root, text.data, text.len,
                           "CALIPERS_TITLE CALIPERS_PROFILE", 31, &out);
             cal_buf_free(&out);
+            /* Each export writes, or refuses in one line (no stacks, or
+               a table whose indices do not hold together). */
+            for (int f = 0; f < CAL_EXPORT_NFORMATS; f++) {
+                cal_buf_init(&out);
+                char why[300] = "";
+                if (cal_export(m.root, f, &out, why, sizeof why) == 0)
+                    CHECK(cal_buf_ok(&out));
+                else
+                    CHECK(why[0] != '\0' && strchr(why, '\n') == NULL);
+                cal_buf_free(&out);
+            }
         } else {
             refused++;
             CHECK(err[0] != '\0' && strchr(err, '\n') == NULL);
@@ -1818,6 +1830,139 @@ static void test_stacks_pruned(void)
     cal_profile_free(p);
 }
 
+/* The protobuf wire encoding under pprof's writer: varints, keys,
+   length-delimited fields (https://protobuf.dev/programming-guides/encoding/). */
+static void test_pb_encoding(void)
+{
+    static const struct {
+        uint64_t v;
+        const char *bytes;
+        size_t n;
+    } varints[] = {
+        {0, "\x00", 1},
+        {1, "\x01", 1},
+        {127, "\x7f", 1},
+        {128, "\x80\x01", 2},
+        {150, "\x96\x01", 2}, /* the encoding guide's example */
+        {300, "\xac\x02", 2},
+        {16383, "\xff\x7f", 2},
+        {16384, "\x80\x80\x01", 3},
+        {UINT64_MAX >> 1, "\xff\xff\xff\xff\xff\xff\xff\xff\x7f", 9},
+        /* an int64 of -1 takes ten bytes */
+        {(uint64_t)(int64_t)-1, "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 10},
+    };
+    for (size_t i = 0; i < sizeof varints / sizeof *varints; i++) {
+        cal_buf b;
+        cal_buf_init(&b);
+        cal_pb_varint(&b, varints[i].v);
+        CHECK(b.len == varints[i].n && memcmp(b.data, varints[i].bytes, b.len) == 0);
+        cal_buf_free(&b);
+    }
+    cal_buf b;
+    cal_buf_init(&b);
+    cal_pb_uint(&b, 1, 150);           /* 08 96 01 */
+    cal_pb_key(&b, 16, 0);             /* 80 01: a field number past 15 */
+    cal_pb_bytes(&b, 6, "testing", 7); /* 32 07 "testing" */
+    cal_pb_bytes(&b, 2, "", 0);        /* 12 00: empty, still written */
+    static const char want[] = "\x08\x96\x01\x80\x01\x32\x07testing\x12\x00";
+    CHECK(b.len == sizeof want - 1 && memcmp(b.data, want, b.len) == 0);
+    /* A length of 200 takes two bytes. */
+    b.len = 0;
+    char big[200];
+    memset(big, 'x', sizeof big);
+    cal_pb_bytes(&b, 1, big, sizeof big);
+    CHECK(b.len == 203 && memcmp(b.data, "\x0a\xc8\x01", 3) == 0);
+    cal_buf_free(&b);
+}
+
+/* The exports of a profile with a stack table: deterministic, the
+   collapsed lines exactly, names that would break a format made safe,
+   and a table whose indices do not hold together refused. */
+static void test_export(void)
+{
+    cal_profile *p = cal_profile_new();
+    cal_stacks *st = cal_profile_stacks(p);
+    uint32_t file = cal_profile_string(p, "/a.py", 5);
+    uint32_t f = cal_profile_string(p, "f", 1), g = cal_profile_string(p, "g;h\n", 4);
+    uint32_t ff = cal_stacks_frame(st, file, f, 3, 0),
+             fg = cal_stacks_frame(st, file, g, 9, 1);
+    uint32_t t0 = cal_profile_thread(p, 7, 70, 1);
+    cal_profile_set_thread_name(p, t0, "Main;Thread");
+    uint32_t r0 = cal_stacks_root(st, t0);
+    uint32_t a = cal_stacks_child(st, r0, ff, 4), b = cal_stacks_child(st, a, fg, 10);
+    uint32_t b2 = cal_stacks_child(st, a, fg, 11); /* same frames, another line */
+    cal_times t = {.python_ns = 2000000, .waiting_ns = 1000000, .samples = 1};
+    cal_stacks_add_times(st, b, &t, 0);
+    cal_stacks_add_times(st, b2, &t, 0);
+    cal_stacks_add_times(st, r0, &t, 0);
+    cal_volume v = {.alloc_python = 4096, .samples = 1};
+    cal_stacks_add_volume(st, a, &v, 0);
+    size_t len;
+    char *text = profile_json(p, 1000.0, &len);
+    cal_jdoc doc;
+    char err[300];
+    CHECK(cal_jdoc_parse(&doc, text, len, err, sizeof err) == 0);
+    CHECK(cal_view_check(doc.root, err, sizeof err) == 0);
+    long long pid = (long long)cal_jv_getnum(
+        cal_jv_at(cal_jv_get(doc.root, "processes"), 0), "pid", -1);
+    cal_buf out, again;
+    for (int fmt = 0; fmt < CAL_EXPORT_NFORMATS; fmt++) {
+        cal_buf_init(&out);
+        cal_buf_init(&again);
+        CHECK(cal_export(doc.root, fmt, &out, err, sizeof err) == 0);
+        CHECK(cal_export(doc.root, fmt, &again, err, sizeof err) == 0);
+        CHECK(out.len > 0 && out.len == again.len &&
+              memcmp(out.data, again.data, out.len) == 0);
+        if (fmt == CAL_EXPORT_COLLAPSED || fmt == CAL_EXPORT_COLLAPSED_ALLOC) {
+            char want[512];
+            if (fmt == CAL_EXPORT_COLLAPSED)
+                snprintf(want, sizeof want,
+                         "Main,Thread (pid %lld);(no Python frame) 3000\n"
+                         "Main,Thread (pid %lld);f (/a.py:3);g,h? (/a.py:9) 6000\n",
+                         pid, pid);
+            else
+                snprintf(want, sizeof want, "Main,Thread (pid %lld);f (/a.py:3) 4096\n",
+                         pid);
+            cal_buf_add(&out, "", 1);
+            CHECK(strcmp(out.data, want) == 0);
+        }
+        /* sample_type first: {type "cpu", unit "nanoseconds"}, strings 1 and 3 */
+        if (fmt == CAL_EXPORT_PPROF)
+            CHECK(memcmp(out.data, "\x0a\x04\x08\x01\x10\x03", 6) == 0);
+        cal_buf_free(&out);
+        cal_buf_free(&again);
+    }
+    CHECK(cal_export_format_named("collapsed-alloc") == CAL_EXPORT_COLLAPSED_ALLOC);
+    CHECK(cal_export_format_named("svg") == -1);
+    cal_jdoc_free(&doc);
+
+    /* A parent after its child; a frame that does not exist. */
+    static const char *const breaks[][2] = {
+        {"[0,0,4,0,", "[2,0,4,0,"},
+        {"[0,0,4,0,", "[0,9,4,0,"},
+    };
+    for (size_t i = 0; i < sizeof breaks / sizeof *breaks; i++) {
+        char *copy = strdup(text), *at = strstr(copy, breaks[i][0]);
+        CHECK(at != NULL);
+        if (!at) {
+            free(copy);
+            continue;
+        }
+        memcpy(at, breaks[i][1], strlen(breaks[i][1]));
+        CHECK(cal_jdoc_parse(&doc, copy, len, err, sizeof err) == 0);
+        cal_buf_init(&out);
+        CHECK(cal_export(doc.root, CAL_EXPORT_PPROF, &out, err, sizeof err) == -1);
+        CHECK(strstr(err, "stacks.nodes[1]") != NULL);
+        cal_buf_free(&out);
+        cal_jdoc_free(&doc);
+        free(copy);
+    }
+    /* The fuzzer over a profile that has a stack table. */
+    fuzz_types(text, len, 400);
+    free(text);
+    cal_profile_free(p);
+}
+
 int main(void)
 {
     test_map();
@@ -1845,6 +1990,8 @@ int main(void)
     test_utf8();
     test_stacks();
     test_stacks_pruned();
+    test_pb_encoding();
+    test_export();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

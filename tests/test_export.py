@@ -1,0 +1,572 @@
+"""Exports of the stack table (calipers export, calipers run --export),
+each checked by the tool that reads it, not by our own reader:
+
+- pprof by `go tool pprof` (Debian's golang-go; tools/test-all.sh installs
+  it when missing): its -top table and -traces against the profile's tree;
+- speedscope against speedscope's own JSON Schema (tests/data, vendored
+  with its licence; see tests/data/README.md) and the checks its importer
+  makes beyond the schema (src/lib/file-format.ts);
+- collapsed stacks by Brendan Gregg's flamegraph.pl (tests/tools/flamegraph,
+  vendored with its licence), whose SVG must parse and name our functions
+  with their share.
+
+A consumer that is missing fails the test: it is never skipped.  The
+totals of every export equal the profile's (the sum of the nodes' self
+figures) within the rounding of each format's unit."""
+
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import HERE, TRUTH, cpu
+
+FLAMEGRAPH = HERE / "tools" / "flamegraph" / "flamegraph.pl"
+SPEEDSCOPE_SCHEMA = json.loads((HERE / "data" / "speedscope-file-format-schema.json").read_text())
+
+PROGRAM = """
+import threading, time
+
+def leaf(seconds):
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < seconds:
+        pass
+
+def deep():
+    leaf(0.3)
+
+def shallow():
+    leaf(0.1)
+
+def work():
+    deep()
+    shallow()
+
+t = threading.Thread(target=work, name="worker")
+t.start()
+work()
+t.join()
+time.sleep(0.1)
+"""
+
+#: Names no export may be broken by: quotes, the collapsed format's
+#: separators (';', a newline, a space before digits), markup, non-ASCII.
+HOSTILE = ['say "hi"', "semi;colon;split", "new\nline\r\ttab", "<script>alert(1)</script>",
+           "ünïcødé ☃ 𝄞", "ends with 12", "back\\slash&amp;"]
+
+
+def need(tool, hint):
+    path = shutil.which(tool)
+    assert path, "%s is needed to check the export (%s); it is missing" % (tool, hint)
+    return path
+
+
+def calipers(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "calipers"] + [str(a) for a in args],
+                          capture_output=True, timeout=120)
+    if check:
+        assert proc.returncode == 0, proc.stderr.decode()
+    return proc
+
+
+# ---- the profile's own figures (what every export must say) --------------
+
+class Nodes:
+    """The stack table's nodes, with the writers' rounding (whole
+    nanoseconds of CPU and of wall time per node)."""
+
+    def __init__(self, profile):
+        st = profile["stacks"]
+        self.profile = profile
+        self.frames = st["frames"]
+        self.nodes = [dict(zip(st["node_fields"], n)) for n in st["nodes"]]
+        for n in self.nodes:
+            cpu = n["python_s"] + n["native_s"] + n["system_s"]
+            n["cpu_ns"] = round(cpu * 1e9)
+            n["wall_ns"] = round((cpu + n["waiting_s"]) * 1e9)
+            n["alloc"] = n["alloc_python_bytes"] + n["alloc_native_bytes"]
+
+    def names(self, i):
+        """Function names from the thread's root down to node i."""
+        out = []
+        while self.nodes[i]["parent"] != -1:
+            out.append(self.frames[self.nodes[i]["frame"]]["name"])
+            i = self.nodes[i]["parent"]
+        return out[::-1]
+
+    def thread_name(self, i):
+        th = self.profile["threads"][self.nodes[i]["thread"]]
+        procs = self.profile.get("processes") or []
+        pid = procs[th.get("process", 0)]["pid"] if procs else self.profile["program"]["pid"]
+        name = th["name"] if th["name"] is not None else "thread %d" % th["tid"]
+        return "%s (pid %d)" % (name, pid)
+
+    def total(self, key):
+        return sum(n[key] for n in self.nodes)
+
+    def by_function(self, key):
+        """{function name: (self, inclusive counted once per stack)}."""
+        flat, cum = {}, {}
+        for i, n in enumerate(self.nodes):
+            if not n[key]:
+                continue
+            names = self.names(i) or ["(no Python frame)"]
+            flat[names[-1]] = flat.get(names[-1], 0) + n[key]
+            for name in set(names):
+                cum[name] = cum.get(name, 0) + n[key]
+        return flat, cum
+
+
+def run_program(run_calipers, tmp_path, *exports):
+    prog = tmp_path / "calls.py"
+    prog.write_text(textwrap.dedent(PROGRAM))
+    options = ["--no-report"]
+    for fmt, name in exports:
+        options += ["--export", "%s:%s" % (fmt, tmp_path / name)]
+    prof = run_calipers(prog, options=options)
+    assert prof.returncode == 0, prof.stderr
+    return prof, Nodes(prof.profile)
+
+
+def hostile_profile(profile, tmp_path, alloc=True):
+    """A real profile whose frames, files and threads have hostile names,
+    and (with alloc) allocation figures on its nodes, saved to a file."""
+    doc = json.loads(json.dumps(profile))
+    for i, frame in enumerate(doc["stacks"]["frames"]):
+        frame["name"] = HOSTILE[i % len(HOSTILE)] + " #%d" % i
+        frame["file"] = "/tmp/" + HOSTILE[(i + 3) % len(HOSTILE)] + ".py"
+    for i, th in enumerate(doc["threads"]):
+        th["name"] = HOSTILE[(i + 1) % len(HOSTILE)]
+    fields = doc["stacks"]["node_fields"]
+    if alloc:
+        for k, node in enumerate(doc["stacks"]["nodes"]):
+            node[fields.index("alloc_python_bytes")] = 1000 * (k + 1)
+            node[fields.index("alloc_native_bytes")] = 7 * k
+            node[fields.index("alloc_samples")] = k % 3
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(doc))
+    return path, Nodes(doc)
+
+
+# ---- pprof -------------------------------------------------------------------
+
+def pprof(*args):
+    go = need("go", "Debian's golang-go: apt-get install golang-go")
+    env = dict(os.environ, PPROF_TMPDIR=str(Path(args[-1]).parent))
+    proc = subprocess.run([go, "tool", "pprof", "-symbolize=none"] + [str(a) for a in args],
+                          capture_output=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stdout.decode("utf-8")  # as written: no newline translation
+
+
+def ms(text):
+    """A pprof figure printed with -unit=ms: "12.34ms", or "0"."""
+    return 0.0 if text == "0" else float(text[:-2])
+
+
+def pprof_top(path, index="cpu"):
+    """{function: (flat ms, cum ms)} and the total, from go tool pprof -top."""
+    out = pprof("-top", "-unit=ms", "-nodefraction=0", "-edgefraction=0",
+                "-nodecount=100000", "-sample_index=" + index, path)
+    total = float(re.search(r"Total samples = ([\d.]+)ms", out).group(1)) \
+        if "Total samples = " in out else 0.0
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"^\s*(\S+)\s+\S+%\s+\S+%\s+(\S+)\s+\S+%\s+(.*)$", line)
+        if m and m.group(1) != "flat":
+            name = m.group(3)
+            flat, cum = rows.get(name, (0.0, 0.0))
+            rows[name] = (flat + ms(m.group(1)), max(cum, ms(m.group(2))))
+    return rows, total
+
+
+def pprof_traces(path):
+    """{(thread label, (frame names, root first)): ms} from -traces."""
+    out = pprof("-traces", "-unit=ms", path)
+    traces = {}
+    for block in out.split("-----------+-------------------------------------------------------")[1:]:
+        labels, names, value = {}, [], None
+        for line in block.strip("\n").splitlines():
+            m = re.match(r"^\s+(\w+):\s+(.*)$", line)
+            if value is None and m:
+                labels[m.group(1)] = m.group(2)
+                continue
+            m = re.match(r"^\s+(\S+ms|0)\s+(.*)$", line) if value is None else None
+            if m:
+                value = ms(m.group(1))
+                names.append(m.group(2))
+            elif line.strip():
+                names.append(line.strip())
+        if value is None:
+            continue  # after the last separator
+        key = (labels.get("thread"), tuple(names[::-1]))
+        traces[key] = traces.get(key, 0.0) + value
+    return traces
+
+
+def test_pprof_read_by_go_tool_pprof(run_calipers, tmp_path):
+    prof, nodes = run_program(run_calipers, tmp_path, ("pprof", "run.pb.gz"))
+    path = tmp_path / "run.pb.gz"
+    # run --export and calipers export write the same bytes (gzip without
+    # a time stamp).
+    calipers("export", "-o", tmp_path / "cli.pb.gz", prof.outfile)
+    assert (tmp_path / "cli.pb.gz").read_bytes() == path.read_bytes()
+    assert gzip.decompress(path.read_bytes())
+
+    # -top: the total and each of the program's functions, flat and cum,
+    # against the tree (pprof prints hundredths of a millisecond).
+    rows, total = pprof_top(path)
+    assert total == pytest.approx(nodes.total("cpu_ns") / 1e6, abs=0.01)
+    flat, cum = nodes.by_function("cpu_ns")
+    for name in ("leaf", "deep", "shallow", "work"):
+        assert name in rows, (name, sorted(rows))
+        assert rows[name][0] == pytest.approx(flat.get(name, 0) / 1e6, abs=0.011), name
+        assert rows[name][1] == pytest.approx(cum[name] / 1e6, abs=0.011), name
+    assert rows["leaf"][0] > 0.5 * total  # the program's CPU went to leaf
+    # And the function table, written from the same samples, agrees (its
+    # figures are rounded to the microsecond).
+    table = prof.functions("calls.py")
+    for name in ("leaf", "deep", "shallow", "work"):
+        want = cpu(table[name]["total"]) * 1e3
+        assert abs(rows[name][1] - want) <= 0.02 + 1e-3 * want, name
+    # The wall sample type carries the waiting too (time.sleep, join).
+    _, wall = pprof_top(path, "wall")
+    assert wall == pytest.approx(nodes.total("wall_ns") / 1e6, abs=0.01)
+    assert wall > total + 80  # the 0.1 s sleep at least
+
+    # -traces: every stack with its thread, as the tree has it (a sample
+    # per node with a self figure: a stack that only waited shows 0 CPU).
+    want = {}
+    for i, n in enumerate(nodes.nodes):
+        if n["cpu_ns"] or n["wall_ns"]:
+            key = (nodes.thread_name(i), tuple(nodes.names(i) or ["(no Python frame)"]))
+            want[key] = want.get(key, 0.0) + n["cpu_ns"] / 1e6
+    got = pprof_traces(path)
+    assert set(got) == set(want)
+    for key in want:
+        assert got[key] == pytest.approx(want[key], abs=0.011 * len(want)), key
+    threads = {thread for thread, _ in got}
+    assert {t.split(" (pid")[0] for t in threads} >= {"MainThread", "worker"}
+    worker = [stack for thread, stack in got if thread.startswith("worker ")]
+    assert any(stack[-3:] == ("work", "deep", "leaf") for stack in worker)
+
+
+def test_pprof_allocation_and_hostile_names(run_calipers, tmp_path):
+    prof, _ = run_program(run_calipers, tmp_path)
+    path, nodes = hostile_profile(prof.profile, tmp_path)
+    out = tmp_path / "hostile.pb.gz"
+    calipers("export", "--format", "pprof", "-o", out, path)
+    rows, total = pprof_top(out)
+    assert total == pytest.approx(nodes.total("cpu_ns") / 1e6, abs=0.01)
+    # Allocation figures, generically: pprof reads them as bytes.
+    raw = pprof("-raw", out)
+    assert "alloc_space/bytes" in raw and "alloc_samples/count" in raw
+    top = pprof("-top", "-sample_index=alloc_space", "-unit=B", "-nodefraction=0", out)
+    got = float(re.search(r"Total samples = ([\d.]+)B", top).group(1))
+    assert got == nodes.total("alloc")
+    # The names come back whole (the newline one included, in -raw).
+    for name in set(rows) - {"(no Python frame)"}:
+        assert any(name.startswith(h.split("\n")[0]) for h in HOSTILE), name
+    for i, frame in enumerate(nodes.frames):
+        if any(nodes.nodes[k]["frame"] == i and nodes.nodes[k]["cpu_ns"]
+               for k in range(len(nodes.nodes))):
+            assert frame["name"] in raw, frame["name"]
+
+
+# ---- speedscope ---------------------------------------------------------------
+
+def check_speedscope(doc):
+    """speedscope's schema, then what its importer checks beyond it."""
+    jsonschema.validate(doc, SPEEDSCOPE_SCHEMA)
+    nframes = len(doc["shared"]["frames"])
+    for p in doc["profiles"]:
+        assert p["type"] == "sampled"
+        assert len(p["samples"]) == len(p["weights"]), p["name"]
+        assert all(0 <= f < nframes and f == int(f) for s in p["samples"] for f in s)
+        assert p["endValue"] - p["startValue"] == sum(p["weights"])
+
+
+def test_speedscope_valid_and_complete(run_calipers, tmp_path):
+    prof, nodes = run_program(run_calipers, tmp_path, ("speedscope", "run.speedscope.json"))
+    doc = json.loads((tmp_path / "run.speedscope.json").read_text())
+    check_speedscope(doc)
+    frames = doc["shared"]["frames"]
+    assert [f["name"] for f in frames[:-1]] == [f["name"] for f in nodes.frames]
+    assert frames[-1] == {"name": "(no Python frame)"}
+    # One time profile per thread, no memory profile (nothing allocated
+    # in the stack table yet); weights are each thread's time.
+    threads = prof.profile["threads"]
+    assert len(doc["profiles"]) == len(threads)
+    for k, p in enumerate(doc["profiles"]):
+        assert p["unit"] == "nanoseconds" and p["name"].endswith(" - time")
+        want = sum(n["wall_ns"] for n in nodes.nodes if n["thread"] == k)
+        assert sum(p["weights"]) == want
+    # Stacks root first, by frame: the worker's leaf under work -> deep.
+    worker = next(p for p in doc["profiles"] if p["name"].startswith("worker "))
+    stacks = [[frames[f]["name"] for f in s] for s in worker["samples"]]
+    assert any(s[-3:] == ["work", "deep", "leaf"] for s in stacks)
+    assert sum(p_["weights"][i] for p_ in doc["profiles"]
+               for i in range(len(p_["samples"]))) == nodes.total("wall_ns")
+
+
+def test_speedscope_memory_and_hostile_names(run_calipers, tmp_path):
+    prof, _ = run_program(run_calipers, tmp_path)
+    path, nodes = hostile_profile(prof.profile, tmp_path)
+    out = tmp_path / "hostile.speedscope.json"
+    calipers("export", "--format", "speedscope", "-o", out, path)
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    check_speedscope(doc)
+    assert [f["name"] for f in doc["shared"]["frames"][:-1]] == [f["name"] for f in nodes.frames]
+    assert [f["file"] for f in doc["shared"]["frames"][:-1]] == [f["file"] for f in nodes.frames]
+    memory = [p for p in doc["profiles"] if p["unit"] == "bytes"]
+    assert memory and all(p["name"].endswith(" - memory") for p in memory)
+    assert sum(sum(p["weights"]) for p in memory) == nodes.total("alloc")
+
+
+# ---- collapsed stacks and flamegraph.pl ----------------------------------------
+
+def flamegraph(folded, svg, *options):
+    """Render `folded` with flamegraph.pl; ({frame: [its boxes' counts]},
+    {frame: [the percentages printed for them]}) from the SVG's titles."""
+    perl = need("perl", "Debian's perl")
+    with open(svg, "wb") as f:
+        proc = subprocess.run([perl, str(FLAMEGRAPH)] + list(options) + [str(folded)],
+                              stdout=f, stderr=subprocess.PIPE, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert not proc.stderr, proc.stderr.decode()  # no warning (malformed input, UTF-8)
+    root = ET.parse(str(svg)).getroot()  # well-formed XML
+    titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
+    rects, shares = {}, {}
+    for title in titles:
+        m = re.match(r"^(.*) \(([\d,]+) (\w+), ([\d.]+)%\)$", title, re.S)
+        if m:
+            rects.setdefault(m.group(1), []).append(int(m.group(2).replace(",", "")))
+            shares.setdefault(m.group(1), []).append(float(m.group(4)))
+    return rects, shares
+
+
+def clean(text):
+    return "".join("," if c == ";" else "?" if ord(c) < 0x20 or c == "\x7f" else c
+                   for c in text)
+
+
+def collapsed_want(nodes, key, scale):
+    """{stack: value} as docs/FORMAT.md's collapsed export describes it."""
+    want = {}
+    for i, n in enumerate(nodes.nodes):
+        value = round(n[key] / scale)
+        if value <= 0:
+            continue
+        stack, k = [], i
+        while nodes.nodes[k]["parent"] != -1:
+            f = nodes.frames[nodes.nodes[k]["frame"]]
+            stack.append("%s (%s:%d)" % (clean(f["name"]), clean(f["file"]), f["first_line"]))
+            k = nodes.nodes[k]["parent"]
+        stack = [clean(nodes.thread_name(i))] + stack[::-1]
+        if nodes.nodes[i]["parent"] == -1:
+            stack.append("(no Python frame)")
+        want[tuple(stack)] = want.get(tuple(stack), 0) + value
+    return want
+
+
+def parse_folded(text):
+    lines = text.splitlines()
+    out = []
+    for line in lines:
+        stack, _, value = line.rpartition(" ")
+        out.append((stack.split(";"), int(value)))
+    return out
+
+
+def test_collapsed_rendered_by_flamegraph_pl(run_calipers, tmp_path):
+    prof, nodes = run_program(run_calipers, tmp_path, ("collapsed", "run.folded"))
+    folded = tmp_path / "run.folded"
+    stacks = parse_folded(folded.read_text())
+    calipers("export", "--format", "collapsed", "-o", tmp_path / "cli.folded", prof.outfile)
+    assert (tmp_path / "cli.folded").read_bytes() == folded.read_bytes()
+    # Microseconds: each node rounds to one, so the total is within that.
+    total_us = nodes.total("wall_ns") / 1e3
+    assert abs(sum(v for _, v in stacks) - total_us) <= len(nodes.nodes)
+    # Root first: the thread, then the program's frames.
+    assert all(re.match(r"^.+ \(pid \d+\)$", s[0]) for s, _ in stacks)
+    assert any(s[0].startswith("worker (pid") and s[-3:] == [
+        "work (%s:15)" % (tmp_path / "calls.py"), "deep (%s:9)" % (tmp_path / "calls.py"),
+        "leaf (%s:4)" % (tmp_path / "calls.py")] for s, _ in stacks), stacks
+
+    rects, shares = flamegraph(folded, tmp_path / "run.svg", "--countname=us")
+    assert rects["all"] == [sum(v for _, v in stacks)]
+    # Each of the program's functions, with its share: the sum of its
+    # boxes is its time on the stack (no recursion here), from the tree.
+    _, cum = nodes.by_function("wall_ns")
+    for name, first in (("leaf", 4), ("deep", 9), ("shallow", 12), ("work", 15)):
+        label = "%s (%s:%d)" % (name, tmp_path / "calls.py", first)
+        assert label in rects, (label, sorted(rects))
+        assert abs(sum(rects[label]) - cum[name] / 1e3) <= len(nodes.nodes), name
+        # and the share flamegraph.pl prints for it (to 0.01%) is its share
+        # of the profile's time.
+        share = sum(shares[label])
+        assert share == pytest.approx(100 * cum[name] / nodes.total("wall_ns"),
+                                      abs=0.01 * len(rects[label]) + 0.01), name
+
+
+def test_collapsed_hostile_names_and_alloc(run_calipers, tmp_path):
+    prof, _ = run_program(run_calipers, tmp_path)
+    path, nodes = hostile_profile(prof.profile, tmp_path)
+    for fmt, key, scale in (("collapsed", "wall_ns", 1e3), ("collapsed-alloc", "alloc", 1)):
+        out = tmp_path / ("hostile." + fmt)
+        calipers("export", "--format", fmt, "-o", out, path)
+        text = out.read_bytes().decode("utf-8")
+        stacks = parse_folded(text)
+        # Each line is one stack of the tree, whole: no name split a frame
+        # or a line (docs: ';' becomes ',' and controls '?').
+        assert sorted(collapsed_want(nodes, key, scale).items()) == sorted(
+            (tuple(s), v) for s, v in stacks)
+        assert "semi,colon,split" in text and "new?line??tab" in text
+        assert "<script>alert(1)</script>" in text and "ünïcødé ☃ 𝄞" in text
+        rects, _ = flamegraph(out, tmp_path / ("hostile-%s.svg" % fmt))
+        assert rects["all"] == [sum(v for _, v in stacks)]
+        assert any("<script>alert(1)</script>" in name for name in rects)
+
+
+# ---- the command line -------------------------------------------------------------
+
+def test_export_command_line(run_calipers, tmp_path):
+    prof, _ = run_program(run_calipers, tmp_path)
+    src = Path(prof.outfile)
+    # The default format is pprof, next to the profile.
+    proc = calipers("export", src)
+    assert (tmp_path / "profile.pb.gz").exists()
+    assert b"pprof export written to" in proc.stderr
+    for fmt, ending in (("speedscope", ".speedscope.json"), ("collapsed", ".folded"),
+                        ("collapsed-alloc", ".alloc.folded")):
+        calipers("export", "--format=" + fmt, src)
+        assert (tmp_path / ("profile" + ending)).exists(), fmt
+    # -o - writes to standard output; the same bytes as the file.
+    proc = calipers("export", "--format", "collapsed", "-o", "-", src)
+    assert proc.stdout == (tmp_path / "profile.folded").read_bytes()
+    # Deterministic: the same profile, the same bytes.
+    calipers("export", "-o", tmp_path / "again.pb.gz", src)
+    assert (tmp_path / "again.pb.gz").read_bytes() == (tmp_path / "profile.pb.gz").read_bytes()
+
+    old = json.loads(src.read_text())
+    del old["stacks"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    broken = json.loads(src.read_text())
+    broken["stacks"]["nodes"][1][0] = 5  # a parent after its child
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink(tmp_path / "target", tmp_path / "link")
+    bad = [
+        (["--format", "svg", src], "unknown format 'svg'"),
+        ([tmp_path / "missing.json"], "No such file or directory"),
+        ([tmp_path / "old.json"], "has no stack table"),
+        ([tmp_path / "broken.json"], "stacks.nodes[1]: its parent does not come before it"),
+        (["-o", "/dev/null", src], "character device"),
+        (["-o", tmp_path / "fifo", src], "FIFO"),
+        (["-o", tmp_path / "link", src], "symbolic link"),
+        (["-o", tmp_path, src], "is a directory"),
+        (["-o", tmp_path / "no" / "such.pb.gz", src], "no such directory"),
+        (["--format"], "expected a value"),
+        ([], "no profile to export"),
+        ([src, src], "takes one profile"),
+        (["--bogus", src], "unknown option --bogus"),
+        (["-o", src, src], "over the profile it is made from"),
+    ]
+    (tmp_path / "corrupt.json").write_text('{"schema": "calipers/1", "program": ')
+    bad.append(([tmp_path / "corrupt.json"], "corrupt profile"))
+    for args, message in bad:
+        proc = calipers("export", *args, check=False)
+        err = proc.stderr.decode()
+        assert proc.returncode != 0, args
+        assert message in err, (args, err)
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "target").exists()
+    help_ = calipers("export", "--help").stdout.decode()
+    assert help_.startswith("usage: calipers export") and "collapsed-alloc" in help_
+
+
+def test_run_export_outputs_checked_before_the_program(run_calipers, tmp_path):
+    prog = tmp_path / "marker.py"
+    prog.write_text("open(%r, 'w').close()\n" % str(tmp_path / "ran"))
+    for value, message in (("pprof:/dev/null", "character device"),
+                           ("flame:x.svg", "unknown format 'flame'"),
+                           ("pprof", "expected FORMAT:FILE"),
+                           ("pprof:" + str(tmp_path / "no" / "x.pb.gz"), "no such directory"),
+                           ("pprof:profile.json", "the profile is written there too")):
+        prof = run_calipers(prog, options=["--export", value])
+        assert prof.returncode == 2, (value, prof.stderr)
+        assert message in prof.stderr and len(prof.stderr.splitlines()) == 1, prof.stderr
+        assert not (tmp_path / "ran").exists()
+    prof = run_calipers(prog, options=["--export", "pprof:x", "--export", "collapsed:x"])
+    assert prof.returncode == 2 and "the pprof export is written there too" in prof.stderr
+    # Repeatable, with the report naming each.
+    prof = run_calipers(prog, options=["--export", "pprof:a.pb.gz",
+                                       "--export", "collapsed:a.folded"])
+    assert prof.returncode == 0, prof.stderr
+    assert "pprof export written to %s" % (tmp_path / "a.pb.gz") in prof.stderr
+    assert "collapsed export written to %s" % (tmp_path / "a.folded") in prof.stderr
+    assert gzip.decompress((tmp_path / "a.pb.gz").read_bytes())
+
+
+def test_run_export_rewritten_while_running(run_calipers, tmp_path):
+    """--profile-interval rewrites the exports with the profile: the
+    program sees its own export appear before it ends."""
+    prog = tmp_path / "waits.py"
+    export = tmp_path / "live.folded"
+    prog.write_text(textwrap.dedent("""
+        import json, os, sys, time
+
+        def spin(seconds):
+            t0 = time.thread_time()
+            while time.thread_time() - t0 < seconds:
+                pass
+
+        deadline = time.time() + 60
+        while not os.path.exists(%r) and time.time() < deadline:
+            spin(0.05)
+        with open(sys.argv[1], "w") as f:
+            json.dump({"seen": os.path.exists(%r)}, f)
+        """ % (str(export), str(export))))
+    prof = run_calipers(prog, TRUTH, options=["--no-report", "--profile-interval", "0.2",
+                                              "--export", "collapsed:%s" % export])
+    assert prof.returncode == 0, prof.stderr
+    assert prof.truth == {"seen": True}
+    assert "spin (%s:" % prog in export.read_text()
+
+
+def test_child_processes_keep_their_pid(run_calipers, tmp_path):
+    """A merged child's stacks carry its own pid: pprof's pid label and
+    the collapsed stacks' thread frame."""
+    prog = tmp_path / "kids.py"
+    prog.write_text(textwrap.dedent("""
+        import multiprocessing, time
+
+        def in_child():
+            t0 = time.thread_time()
+            while time.thread_time() - t0 < 0.2:
+                pass
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                pool.apply(in_child)
+        """))
+    prof = run_calipers(prog, options=["--no-report", "--export", "pprof:kids.pb.gz",
+                                       "--export", "collapsed:kids.folded"])
+    assert prof.returncode == 0, prof.stderr
+    pids = [p["pid"] for p in prof.profile["processes"]]
+    assert len(pids) >= 2
+    traces = pprof_traces(tmp_path / "kids.pb.gz")
+    child = [thread for thread, stack in traces if stack and stack[-1] == "in_child"]
+    assert child and all(" (pid %d)" % pids[0] not in t for t in child), child
+    assert {int(re.search(r"\(pid (\d+)\)$", t).group(1)) for t in child} <= set(pids[1:])
+    folded = parse_folded((tmp_path / "kids.folded").read_text())
+    assert any(s[0] in child and s[-1].startswith("in_child (") for s, _ in folded)
