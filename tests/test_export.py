@@ -565,7 +565,8 @@ def test_child_processes_keep_their_pid(run_calipers, tmp_path):
                 pool.apply(in_child)
         """))
     prof = run_calipers(prog, options=["--no-report", "--export", "pprof:kids.pb.gz",
-                                       "--export", "collapsed:kids.folded"])
+                                       "--export", "collapsed:kids.folded",
+                                       "--export", "firefox:kids.firefox.json"])
     assert prof.returncode == 0, prof.stderr
     pids = [p["pid"] for p in prof.profile["processes"]]
     assert len(pids) >= 2
@@ -575,6 +576,15 @@ def test_child_processes_keep_their_pid(run_calipers, tmp_path):
     assert {int(re.search(r"\(pid (\d+)\)$", t).group(1)) for t in child} <= set(pids[1:])
     folded = parse_folded((tmp_path / "kids.folded").read_text())
     assert any(s[0] in child and s[-1].startswith("in_child (") for s, _ in folded)
+    # Firefox: the child's threads carry its pid, each process has one main
+    # thread, and in_child is on a child's thread.
+    ff = json.loads((tmp_path / "kids.firefox.json").read_text())
+    check_firefox(ff)
+    assert [t["pid"] for t in ff["threads"]] == \
+        [str(pids[t.get("process", 0)]) for t in prof.profile["threads"]]
+    ran = [th["pid"] for k, th in enumerate(ff["threads"])
+           if any(names[-1:] == ("in_child",) for names, _ in firefox_tree(ff, k))]
+    assert ran and set(ran) <= {str(p) for p in pids[1:]}, ran
 
 
 # ---- the Firefox Profiler ---------------------------------------------------------
@@ -899,12 +909,22 @@ def test_firefox_run_export_and_footprint(run_calipers, tmp_path):
         assert running == want
     assert doc["threads"][counter["mainThreadIndex"]]["isMainThread"]
     nodes = Nodes(prof.profile)
+    every = prof.profile["stacks"].get("timeline", {}).get("every", 1)
     for k, th in enumerate(doc["threads"]):
-        total = sum(n["wall_ns"] for n in nodes.nodes if n["thread"] == k)
-        every = prof.profile["stacks"].get("timeline", {}).get("every", 1)
-        # Exact for a whole timeline, or none (each sample to the ns).
+        # Per stack, the weights are the tree's time: with no timeline or a
+        # whole one (`every` 1), within the profile's rounding of each
+        # node's times to the microsecond.  (By stack, not by category: a
+        # timeline sample has the category of its largest kind of time.)
+        got, want, count = {}, {}, {}
+        for (names, _), w in firefox_tree(doc, k).items():
+            got[names] = got.get(names, 0) + w
+        for (names, _), w in node_tree(nodes, k, 1e-6).items():
+            want[names] = want.get(names, 0) + w
+            count[names] = count.get(names, 0) + 1
         if every == 1:
-            assert abs(sum(th["samples"]["weight"]) * 1e6 - total) < 1 + len(nodes.nodes), k
+            assert set(got) == set(want), set(got) ^ set(want)
+            for names in want:
+                assert abs(got[names] - want[names]) <= 0.002 * count[names], names
     meta = doc["meta"]
     assert meta["product"] == "calipers: %s" % prog
     assert meta["startTime"] == pytest.approx(prof.profile["program"]["start_time_unix"] * 1000,
