@@ -685,6 +685,13 @@ def check_firefox(doc):
             assert m["phase"][k] in (0, 1, 2, 3)
     # One main thread in each process.
     assert all(flags.count(True) == 1 for flags in pids.values()), pids
+    # Shown: every thread with samples, and the main thread (selected).
+    shown = [k for k, th in enumerate(doc["threads"])
+             if th["samples"]["length"] or "nativeAllocations" in th
+             or k in meta["initialSelectedThreads"]]
+    assert meta["initialVisibleThreads"] == shown
+    (selected,) = meta["initialSelectedThreads"]
+    assert doc["threads"][selected]["isMainThread"]
     for c in doc["counters"]:
         assert c["pid"] in pids and is_index(c["mainThreadIndex"], len(doc["threads"]))
         check_table(c["samples"], ["time", "count"], "counter")

@@ -465,6 +465,19 @@ static const char *program_title(const cal_jv *root)
     return title ? title : cal_jv_getstr(program, "module", "python");
 }
 
+/* The index of the main process's main thread (0 when none is marked). */
+static size_t program_main_thread(const cal_extable *t)
+{
+    const cal_jv *threads = cal_jv_get(t->root, "threads");
+    for (size_t i = 0; i < t->nthreads; i++) {
+        const cal_jv *th = cal_jv_at(threads, i);
+        if (cal_jv_getnum(th, "process", 0) == 0 &&
+            cal_jv_bool(cal_jv_get(th, "main"), 0))
+            return i;
+    }
+    return 0;
+}
+
 static void write_meta(ff *x, cal_json *j, double wall_ms)
 {
     const cal_jv *root = x->t->root;
@@ -519,6 +532,28 @@ static void write_meta(ff *x, cal_json *j, double wall_ms)
     cal_json_bool(j, 1);
     cal_json_key(j, "keepProfileThreadOrder");
     cal_json_bool(j, 1);
+    /* Every thread that has samples is shown (the profiler would hide a
+       thread with few samples next to a busy one, and all past 15; here a
+       sample is a stack's whole time, not a tick), the main one selected. */
+    cal_json_key(j, "initialVisibleThreads");
+    cal_json_flat(j);
+    cal_json_array_begin(j);
+    size_t main_thread = program_main_thread(x->t);
+    for (size_t i = 0, th = 0; th < x->t->nthreads; th++) {
+        int any = 0;
+        for (; i < x->nsmp && x->smp[i].thread == th; i++)
+            any = 1;
+        if (any || th == main_thread)
+            cal_json_int(j, (int64_t)th);
+    }
+    cal_json_array_end(j);
+    if (x->t->nthreads > 0) {
+        cal_json_key(j, "initialSelectedThreads");
+        cal_json_flat(j);
+        cal_json_array_begin(j);
+        cal_json_int(j, (int64_t)main_thread);
+        cal_json_array_end(j);
+    }
     cal_json_key(j, "sampleUnits");
     cal_json_flat(j);
     cal_json_object_begin(j);
@@ -596,16 +631,7 @@ static void write_counters(ff *x, cal_json *j)
     cal_json_key(j, "counters");
     cal_json_array_begin(j);
     if (n > 0 && t->nthreads > 0) {
-        size_t main_thread = 0;
-        const cal_jv *threads = cal_jv_get(t->root, "threads");
-        for (size_t i = 0; i < t->nthreads; i++) {
-            const cal_jv *th = cal_jv_at(threads, i);
-            if (cal_jv_getnum(th, "process", 0) == 0 &&
-                cal_jv_bool(cal_jv_get(th, "main"), 0)) {
-                main_thread = i;
-                break;
-            }
-        }
+        size_t main_thread = program_main_thread(t);
         cal_json_object_begin(j);
         cal_json_key(j, "name");
         cal_json_string(j, "footprint");
