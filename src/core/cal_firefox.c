@@ -12,8 +12,8 @@
  * src/profile-logic/processed-profile-versioning.ts (the upgraders: a
  * profile of any older version is brought to the current one on load).
  * mstange/samply, fxprof-processed-profile/tests/integration_tests/
- * snapshots/ (the .snap files): complete version-62 files.  Tables are columns: one
- * array per field, all of `length` entries.
+ * snapshots/ (the .snap files): complete version-62 files.  Tables are
+ * columns: one array per field, all of `length` entries.
  *
  * WHAT GOES WHERE.  A func per frame of the table (its qualified name; its
  * file as a source; its first line), and one for CAL_EXPORT_NO_FRAME.  A
