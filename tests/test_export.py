@@ -4,7 +4,7 @@ each checked by the tool that reads it, not by our own reader:
 - pprof by `go tool pprof` (Debian's golang-go; tools/test-all.sh installs
   it when missing): its -top table and -traces against the profile's tree;
 - speedscope against speedscope's own JSON Schema (tests/data, vendored
-  with its licence; see tests/data/README.md) and the checks its importer
+  with its licence; see tests/data/speedscope/README.md) and the checks its importer
   makes beyond the schema (src/lib/file-format.ts);
 - collapsed stacks by Brendan Gregg's flamegraph.pl (tests/tools/flamegraph,
   vendored with its licence), whose SVG must parse and name our functions
@@ -35,7 +35,7 @@ import pytest
 from conftest import HERE, TRUTH, cpu
 
 FLAMEGRAPH = HERE / "tools" / "flamegraph" / "flamegraph.pl"
-SPEEDSCOPE_SCHEMA = json.loads((HERE / "data" / "speedscope-file-format-schema.json").read_text())
+SPEEDSCOPE_SCHEMA = json.loads((HERE / "data" / "speedscope" / "file-format-schema.json").read_text())
 
 PROGRAM = """
 import threading, time

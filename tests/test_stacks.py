@@ -5,7 +5,9 @@ own call structure, against the function table written from the same
 samples, and against what the program measured of itself."""
 
 import textwrap
+from pathlib import Path
 
+import calipers
 from conftest import TRUTH, cpu
 
 PROGRAM = """
@@ -97,7 +99,10 @@ def test_tree_has_the_programs_call_structure(run_calipers, tmp_path):
             assert n["parent"] < i
             assert n["thread"] == tree.nodes[n["parent"]]["thread"]
 
-    # The program's frames are not library frames; threading's are.
+    # The program's frames are not library frames; threading's are;
+    # calipers' own (what it runs as the program ends) are not frames.
+    own = str(Path(calipers.__file__).parent)
+    assert not [f for f in tree.frames if f["file"].startswith(own)]
     kinds = {f["name"].split(".")[-1]: f["library"] for f in tree.frames}
     assert kinds["leaf"] is False and kinds["work"] is False
     assert kinds["_bootstrap_inner"] is True

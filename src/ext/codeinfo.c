@@ -177,15 +177,19 @@ const calx_code *calx_codes_get(calx_codes *c, const calx_filter *f, cal_profile
     entry.profiled = calx_filter_match(f, path);
     entry.loop = loop_role(code, raw);
     /* Every code is a frame of the stack table, library code too (marked
-       so); only profiled code has lines and functions. */
+       so), but calipers' own: what it runs at the end of the program is
+       the profiler, not the program (its time stays with the thread).
+       Only profiled code has lines and functions. */
     uint32_t file = cal_profile_string(p, path, strlen(path));
     uint32_t nm = cal_profile_string(p, name, strlen(name));
     if (file == CAL_PROFILE_NONE || nm == CAL_PROFILE_NONE)
         return NULL;
-    entry.frame = cal_stacks_frame(cal_profile_stacks(p), file, nm,
-                                   code->co_firstlineno, !entry.profiled);
-    if (entry.frame == CAL_STACKS_NONE)
-        return NULL;
+    if (!(f->self_dir && under_dir(path, f->self_dir))) {
+        entry.frame = cal_stacks_frame(cal_profile_stacks(p), file, nm,
+                                       code->co_firstlineno, !entry.profiled);
+        if (entry.frame == CAL_STACKS_NONE)
+            return NULL;
+    }
     if (entry.profiled) {
         entry.file = file;
         entry.func = cal_profile_function(p, file, nm, code->co_firstlineno);

@@ -35,7 +35,8 @@ typedef struct calx_code {
     uint32_t file;  /* string id of the absolute path */
     uint32_t func;  /* function index in the profile */
     uint32_t frame; /* frame index in the profile's stack table (any code,
-                       profiled or not), or CAL_STACKS_NONE */
+                       profiled or not), or CAL_STACKS_NONE for calipers'
+                       own code, which stacks leave out */
     int profiled;
     int loop; /* CALX_LOOP_IDLE: BaseEventLoop._run_once (the loop
                  between callbacks: waiting, or scheduling);

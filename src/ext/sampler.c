@@ -788,7 +788,7 @@ static void chain_stack(PyObject *chain, uint32_t base, place *at)
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(chain); i++) {
         int32_t line;
         const calx_code *ci = chain_item(chain, i, &line);
-        if (!ci)
+        if (!ci || ci->frame == CAL_STACKS_NONE)
             continue;
         uint32_t child = cal_stacks_child(st, at->node, ci->frame, line);
         if (child == CAL_STACKS_NONE) {

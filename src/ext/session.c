@@ -235,7 +235,7 @@ uint32_t calx_session_stack(uint32_t thread, const calx_frame *frames, int n,
     uint32_t node = cal_stacks_root(st, thread);
     for (int i = n - 1; i >= 0 && node != CAL_STACKS_NONE; i--) {
         const calx_code *ci = calx_codes_find(&S.codes, frames[i].code);
-        if (!ci)
+        if (!ci || ci->frame == CAL_STACKS_NONE)
             continue;
         uint32_t child = cal_stacks_child(st, node, ci->frame, frames[i].line);
         if (child == CAL_STACKS_NONE) {
