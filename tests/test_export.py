@@ -8,7 +8,11 @@ each checked by the tool that reads it, not by our own reader:
   makes beyond the schema (src/lib/file-format.ts);
 - collapsed stacks by Brendan Gregg's flamegraph.pl (tests/tools/flamegraph,
   vendored with its licence), whose SVG must parse and name our functions
-  with their share.
+  with their share;
+- the Firefox Profiler's file against its documented processed format,
+  version 62 (the profiler itself is an npm-built web application, not
+  available here): tables, indices, categories, and the call tree its
+  weights make.
 
 A consumer that is missing fails the test: it is never skipped.  The
 totals of every export equal the profile's (the sum of the nodes' self
@@ -447,7 +451,7 @@ def test_export_command_line(run_calipers, tmp_path):
     assert (tmp_path / "profile.pb.gz").exists()
     assert b"pprof export written to" in proc.stderr
     for fmt, ending in (("speedscope", ".speedscope.json"), ("collapsed", ".folded"),
-                        ("collapsed-alloc", ".alloc.folded")):
+                        ("collapsed-alloc", ".alloc.folded"), ("firefox", ".firefox.json")):
         calipers("export", "--format=" + fmt, src)
         assert (tmp_path / ("profile" + ending)).exists(), fmt
     # -o - writes to standard output; the same bytes as the file.
@@ -492,6 +496,7 @@ def test_export_command_line(run_calipers, tmp_path):
     assert not (tmp_path / "target").exists()
     help_ = calipers("export", "--help").stdout.decode()
     assert help_.startswith("usage: calipers export") and "collapsed-alloc" in help_
+    assert "firefox" in help_
 
 
 def test_run_export_outputs_checked_before_the_program(run_calipers, tmp_path):
@@ -560,7 +565,8 @@ def test_child_processes_keep_their_pid(run_calipers, tmp_path):
                 pool.apply(in_child)
         """))
     prof = run_calipers(prog, options=["--no-report", "--export", "pprof:kids.pb.gz",
-                                       "--export", "collapsed:kids.folded"])
+                                       "--export", "collapsed:kids.folded",
+                                       "--export", "firefox:kids.firefox.json"])
     assert prof.returncode == 0, prof.stderr
     pids = [p["pid"] for p in prof.profile["processes"]]
     assert len(pids) >= 2
@@ -570,3 +576,396 @@ def test_child_processes_keep_their_pid(run_calipers, tmp_path):
     assert {int(re.search(r"\(pid (\d+)\)$", t).group(1)) for t in child} <= set(pids[1:])
     folded = parse_folded((tmp_path / "kids.folded").read_text())
     assert any(s[0] in child and s[-1].startswith("in_child (") for s, _ in folded)
+    # Firefox: the child's threads carry its pid, each process has one main
+    # thread, and in_child is on a child's thread.
+    ff = json.loads((tmp_path / "kids.firefox.json").read_text())
+    check_firefox(ff)
+    assert [t["pid"] for t in ff["threads"]] == \
+        [str(pids[t.get("process", 0)]) for t in prof.profile["threads"]]
+    ran = [th["pid"] for k, th in enumerate(ff["threads"])
+           if any(names[-1:] == ("in_child",) for names, _ in firefox_tree(ff, k))]
+    assert ran and set(ran) <= {str(p) for p in pids[1:]}, ran
+
+
+# ---- the Firefox Profiler ---------------------------------------------------------
+#
+# The Firefox Profiler (a web application, built with npm) cannot run here,
+# so its file is checked against the documented processed profile format,
+# version 62 (firefox-devtools/profiler: src/types/profile.ts at the commit
+# that introduced 62, docs-developer/CHANGELOG-formats.md): every table's
+# columns, every index, the categories, the samples' order, and the call
+# tree it would compute (the sum of the sample weights under each stack).
+
+FIREFOX_COLUMNS = {
+    "stackTable": ["frame", "prefix"],
+    "frameTable": ["address", "inlineDepth", "category", "subcategory", "func",
+                   "nativeSymbol", "innerWindowID", "line", "column"],
+    "funcTable": ["name", "isJS", "relevantForJS", "resource", "source", "lineNumber",
+                  "columnNumber"],
+    "resourceTable": ["lib", "name", "host", "type"],
+    "nativeSymbols": ["libIndex", "address", "name", "functionSize"],
+    "sources": ["id", "filename", "startLine", "startColumn", "sourceMapURL"],
+}
+FIREFOX_COLORS = {"transparent", "purple", "green", "orange", "yellow", "lightblue", "blue",
+                  "brown", "magenta", "red", "lightred", "darkgrey", "grey"}
+FIREFOX_KINDS = {"python": "Python", "native": "Native", "system": "System",
+                 "waiting": "Waiting"}
+
+
+def is_index(v, n):
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n
+
+
+def check_table(table, columns, name):
+    n = table["length"]
+    assert isinstance(n, int) and n >= 0, name
+    for c in columns:
+        assert len(table[c]) == n, (name, c, len(table[c]), n)
+    return n
+
+
+def check_firefox(doc):
+    """The processed format, version 62: what the profiler's loader and
+    its call tree rely on."""
+    meta = doc["meta"]
+    assert meta["preprocessedProfileVersion"] == 62 and meta["version"] == 34
+    assert meta["symbolicated"] is True and meta["interval"] > 0
+    assert meta["sampleUnits"]["time"] == "ms"
+    assert isinstance(meta["startTime"], (int, float)) and meta["startTime"] > 1e12
+    cats = meta["categories"]
+    assert any(c["color"] == "grey" for c in cats)  # the default category
+    for c in cats:
+        assert c["color"] in FIREFOX_COLORS and c["subcategories"][0] == "Other", c
+    schemas = {s["name"] for s in meta["markerSchema"]}
+    assert doc["libs"] == [] and isinstance(doc["pages"], list)
+
+    shared = doc["shared"]
+    strings = shared["stringArray"]
+    assert all(isinstance(s, str) for s in strings)
+    n = {k: check_table(shared[k], cols, k) for k, cols in FIREFOX_COLUMNS.items()}
+    st, fr, fn, src = (shared[k] for k in ("stackTable", "frameTable", "funcTable", "sources"))
+    for i in range(n["stackTable"]):
+        p = st["prefix"][i]
+        assert p is None or (is_index(p, i)), ("prefix", i, p)
+        assert is_index(st["frame"][i], n["frameTable"])
+    for i in range(n["frameTable"]):
+        assert is_index(fr["func"][i], n["funcTable"])
+        c = fr["category"][i]
+        assert is_index(c, len(cats)) and is_index(fr["subcategory"][i],
+                                                   len(cats[c]["subcategories"]))
+        assert fr["line"][i] is None or fr["line"][i] > 0
+        assert fr["address"][i] == -1 and fr["nativeSymbol"][i] is None
+    for i in range(n["funcTable"]):
+        assert is_index(fn["name"][i], len(strings))
+        assert fn["resource"][i] == -1
+        assert fn["source"][i] is None or is_index(fn["source"][i], n["sources"])
+    for i in range(n["sources"]):
+        assert is_index(src["filename"][i], len(strings))
+
+    pids = {}
+    for th in doc["threads"]:
+        assert isinstance(th["pid"], str) and isinstance(th["tid"], str)
+        assert isinstance(th["name"], str) and isinstance(th["isMainThread"], bool)
+        pids.setdefault(th["pid"], []).append(th["isMainThread"])
+        tables = [("samples", th["samples"])]
+        if "nativeAllocations" in th:
+            tables.append(("nativeAllocations", th["nativeAllocations"]))
+            assert th["nativeAllocations"]["weightType"] == "bytes"
+        assert th["samples"]["weightType"] == "tracing-ms"
+        for name, t in tables:
+            check_table(t, ["time", "stack", "weight"], name)
+            assert all(is_index(s, n["stackTable"]) for s in t["stack"])
+            assert t["time"] == sorted(t["time"]), "samples out of time order"
+            assert all(w >= 0 for w in t["weight"])
+        m = th["markers"]
+        check_table(m, ["data", "name", "startTime", "endTime", "phase", "category"], "markers")
+        for k in range(m["length"]):
+            assert is_index(m["name"][k], len(strings)) and is_index(m["category"][k], len(cats))
+            assert m["data"][k]["type"] in schemas
+            assert m["phase"][k] in (0, 1, 2, 3)
+    # One main thread in each process.
+    assert all(flags.count(True) == 1 for flags in pids.values()), pids
+    # Shown: every thread with samples, and the main thread (selected).
+    shown = [k for k, th in enumerate(doc["threads"])
+             if th["samples"]["length"] or "nativeAllocations" in th
+             or k in meta["initialSelectedThreads"]]
+    assert meta["initialVisibleThreads"] == shown
+    (selected,) = meta["initialSelectedThreads"]
+    assert doc["threads"][selected]["isMainThread"]
+    for c in doc["counters"]:
+        assert c["pid"] in pids and is_index(c["mainThreadIndex"], len(doc["threads"]))
+        check_table(c["samples"], ["time", "count"], "counter")
+        assert c["samples"]["time"] == sorted(c["samples"]["time"])
+        assert set(c["display"]) >= {"graphType", "unit", "color", "markerSchemaLocation",
+                                     "sortWeight", "label"}
+
+
+def firefox_stack(doc, stack):
+    """(function names from the root down, the innermost frame's category name)."""
+    sh = doc["shared"]
+    st, fr, fn, strings = (sh["stackTable"], sh["frameTable"], sh["funcTable"],
+                           sh["stringArray"])
+    names, s = [], stack
+    category = doc["meta"]["categories"][fr["category"][st["frame"][stack]]]["name"]
+    while s is not None:
+        names.append(strings[fn["name"][fr["func"][st["frame"][s]]]])
+        s = st["prefix"][s]
+    return tuple(names[::-1]), category
+
+
+def firefox_tree(doc, k, table="samples"):
+    """{(names, category): summed weight} of thread k: the call tree."""
+    out = {}
+    t = doc["threads"][k].get(table) or {"stack": [], "weight": []}
+    for s, w in zip(t["stack"], t["weight"]):
+        key = firefox_stack(doc, s)
+        out[key] = out.get(key, 0) + w
+    return out
+
+
+def node_tree(nodes, k, scale, every=1):
+    """The same from the stack table: {(names, category): ms} of thread k."""
+    out = {}
+    for i, n in enumerate(nodes.nodes):
+        if n["thread"] != k:
+            continue
+        names = nodes.names(i) or ["(no Python frame)"]
+        for kind, cat in FIREFOX_KINDS.items():
+            ns = round(n[kind + "_s"] * 1e9)
+            if ns:
+                out[(tuple(names), cat)] = out.get((tuple(names), cat), 0) + ns * scale
+    return out
+
+
+def same_tree(got, want, tol):
+    assert set(got) == set(want), (set(got) ^ set(want))
+    for k in want:
+        assert abs(got[k] - want[k]) <= tol, (k, got[k], want[k])
+
+
+def without_timeline(profile, tmp_path):
+    doc = json.loads(json.dumps(profile))
+    doc["stacks"].pop("timeline", None)
+    path = tmp_path / "untimed.json"
+    path.write_text(json.dumps(doc))
+    return path, Nodes(doc)
+
+
+def test_firefox_without_timeline(run_calipers, tmp_path):
+    """A profile with no timeline of samples: each stack's four times are
+    samples laid end to end; the call tree is the stack table's, exactly."""
+    prof, _ = run_program(run_calipers, tmp_path)
+    path, nodes = without_timeline(prof.profile, tmp_path)
+    out = tmp_path / "untimed.firefox.json"
+    calipers("export", "--format", "firefox", "-o", out, path)
+    doc = json.loads(out.read_text())
+    check_firefox(doc)
+    strings = doc["shared"]["stringArray"]
+    names = [strings[i] for i in doc["shared"]["funcTable"]["name"]]
+    assert names == [f["name"] for f in nodes.frames] + ["(no Python frame)"]
+    threads = prof.profile["threads"]
+    assert [t["name"] for t in doc["threads"]] == [t["name"] for t in threads]
+    assert [t["tid"] for t in doc["threads"]] == [str(t["tid"]) for t in threads]
+    for k, th in enumerate(doc["threads"]):
+        # The call tree, by stack and category: each within a nanosecond.
+        same_tree(firefox_tree(doc, k), node_tree(nodes, k, 1e-6), 1e-6)
+        total = sum(n["wall_ns"] for n in nodes.nodes if n["thread"] == k)
+        assert abs(sum(th["samples"]["weight"]) * 1e6 - total) < 1 + 1e-3 * len(nodes.nodes)
+        # Laid end to end from 0: each sample starts where the last ended.
+        t, w = th["samples"]["time"], th["samples"]["weight"]
+        assert t[0] == 0 and all(abs(t[i] - t[i - 1] - w[i - 1]) < 2e-6
+                                 for i in range(1, len(t)))
+        m = th["markers"]
+        assert strings[m["name"][0]] == "No timeline" and "laid end to end" in m["data"][0]["text"]
+    worker = next(k for k, t in enumerate(doc["threads"]) if t["name"] == "worker")
+    tree = firefox_tree(doc, worker)
+    assert any(names[-3:] == ("work", "deep", "leaf") and w > 200 for (names, _), w in tree.items())
+    assert not any("nativeAllocations" in t for t in doc["threads"])  # none in the table
+
+
+def timeline_for(profile, every=1, shuffle=False):
+    """A timeline of samples built from the profile's own tree (what a
+    profiler that keeps one writes, docs/FORMAT.md): per node, one sample
+    per kind of time it has, and one per kind of allocation, at times
+    that rise through the run; every `every`-th kept."""
+    fields = profile["stacks"]["node_fields"]
+    kinds = ["python", "native", "system", "waiting", "alloc_python", "alloc_native", "copy"]
+    per = {}
+    t = 1000
+    for i, node in enumerate(profile["stacks"]["nodes"]):
+        n = dict(zip(fields, node))
+        for k, kind in enumerate(kinds[:4]):
+            ns = round(n[kind + "_s"] * 1e9)
+            if ns:
+                t += 977
+                per.setdefault(n["thread"], []).append([t, i, k, ns])
+        for k, col in ((4, "alloc_python_bytes"), (5, "alloc_native_bytes"), (6, "copied_bytes")):
+            if n[col]:
+                t += 13
+                per.setdefault(n["thread"], []).append([t, i, k, n[col]])
+    threads = []
+    for th in sorted(per):
+        kept = per[th][::every]
+        if shuffle:
+            kept = kept[1::2] + kept[::2]
+        threads.append({"thread": th, "samples": kept})
+    return {"every": every, "kinds": kinds, "sample_fields": ["time_ns", "node", "kind", "value"],
+            "threads": threads}
+
+
+def test_firefox_timeline(run_calipers, tmp_path):
+    """With stacks.timeline: each CPU sample at its time with its kind's
+    category, weighing its time times the stride; allocations in the
+    native allocations table; copies left out."""
+    prof, _ = run_program(run_calipers, tmp_path)
+    doc = json.loads(json.dumps(prof.profile))
+    fields = doc["stacks"]["node_fields"]
+    for k, node in enumerate(doc["stacks"]["nodes"]):
+        node[fields.index("alloc_python_bytes")] = 4096 * (k + 1)
+        node[fields.index("alloc_native_bytes")] = 100 * (k % 3)
+        node[fields.index("copied_bytes")] = 5
+    doc["stacks"]["timeline"] = timeline_for(doc, shuffle=True)
+    path = tmp_path / "timed.json"
+    path.write_text(json.dumps(doc))
+    nodes = Nodes(doc)
+    out = tmp_path / "timed.firefox.json"
+    calipers("export", "--format", "firefox", "-o", out, path)
+    ff = json.loads(out.read_text())
+    check_firefox(ff)
+    want_times = {}
+    for th in doc["stacks"]["timeline"]["threads"]:
+        want_times[th["thread"]] = sorted(s[0] / 1e6 for s in th["samples"] if s[2] < 4)
+    for k, th in enumerate(ff["threads"]):
+        same_tree(firefox_tree(ff, k), node_tree(nodes, k, 1e-6), 1e-6)
+        assert th["samples"]["time"] == pytest.approx(want_times.get(k, []), abs=1e-9)
+        assert th["markers"]["length"] == 0  # a whole timeline: nothing to note
+        alloc = sum(n["alloc"] for n in nodes.nodes if n["thread"] == k)
+        got = sum(th["nativeAllocations"]["weight"]) if "nativeAllocations" in th else 0
+        assert got == alloc
+        if "nativeAllocations" in th:
+            cats = {c for (_, c) in firefox_tree(ff, k, "nativeAllocations")}
+            assert cats <= {"Memory"}
+    # A thinned timeline: each kept sample weighs `every` of them, and a
+    # note says so.
+    doc["stacks"]["timeline"] = timeline_for(doc, every=4)
+    path.write_text(json.dumps(doc))
+    calipers("export", "--format", "firefox", "-o", out, path)
+    ff = json.loads(out.read_text())
+    check_firefox(ff)
+    for entry in doc["stacks"]["timeline"]["threads"]:
+        th = ff["threads"][entry["thread"]]
+        want = sum(s[3] for s in entry["samples"] if s[2] < 4) * 4 / 1e6
+        assert sum(th["samples"]["weight"]) == pytest.approx(want, abs=1e-6)
+        strings = ff["shared"]["stringArray"]
+        assert strings[th["markers"]["name"][0]] == "Thinned timeline"
+        assert "each weighs as 4 samples" in th["markers"]["data"][0]["text"]
+
+    # A timeline that does not hold together is refused in one line.
+    def broken(change, message):
+        bad = json.loads(json.dumps(doc))
+        change(bad["stacks"]["timeline"])
+        p = tmp_path / "bad.json"
+        p.write_text(json.dumps(bad))
+        proc = calipers("export", "--format", "firefox", "-o", tmp_path / "bad.ff.json", p,
+                        check=False)
+        err = proc.stderr.decode()
+        assert proc.returncode != 0 and message in err, err
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+
+    other = {n["thread"] for n in nodes.nodes} - {0}
+    assert other, "the program has a second thread"
+    node_of_other = next(i for i, n in enumerate(nodes.nodes) if n["thread"] in other)
+    broken(lambda tl: tl["threads"][0]["samples"][0].__setitem__(1, node_of_other),
+           "stacks.timeline.threads[0].samples[0]: node: not a node of its thread")
+    broken(lambda tl: tl["threads"][0]["samples"][0].__setitem__(1, 10**6), "no such node")
+    broken(lambda tl: tl["threads"][0]["samples"][0].__setitem__(2, 7), "kind: no such kind")
+    broken(lambda tl: tl["threads"][0]["samples"][0].__setitem__(0, -1), "time_ns")
+    broken(lambda tl: tl["threads"][0]["samples"][0].__setitem__(3, "1"), "value")
+    broken(lambda tl: tl.__setitem__("every", 0), "stacks.timeline.every")
+    broken(lambda tl: tl.__setitem__("sample_fields", ["time_ns", "node", "kind"]),
+           'sample_fields has no "value"')
+    broken(lambda tl: tl["threads"][0].__setitem__("thread", 99), "stacks.timeline.threads[0]")
+
+
+def test_firefox_run_export_and_footprint(run_calipers, tmp_path):
+    """run --export firefox:FILE, on a program that allocates: the footprint
+    is the Memory counter (its changes add up to the profile's points), and
+    each thread's samples weigh its time in the tree."""
+    prog = tmp_path / "grows.py"
+    prog.write_text(textwrap.dedent("""
+        import time
+        keep = []
+        for i in range(40):
+            keep.append(bytearray(1 << 20))
+            t0 = time.thread_time()
+            while time.thread_time() - t0 < 0.005:
+                pass
+        """))
+    prof = run_calipers(prog, options=["--no-report", "--export", "firefox:grows.ff.json"])
+    assert prof.returncode == 0, prof.stderr
+    doc = json.loads((tmp_path / "grows.ff.json").read_text())
+    check_firefox(doc)
+    points = prof.profile["summary"]["memory"]["timeline"]
+    assert len(points) > 2 and points[-1][1] > 30 << 20
+    (counter,) = doc["counters"]
+    assert counter["category"] == "Memory" and counter["display"]["unit"] == "bytes"
+    assert counter["samples"]["time"] == pytest.approx([p[0] * 1000 for p in points], abs=1e-3)
+    running = 0
+    for count, (_, want) in zip(counter["samples"]["count"], points):
+        running += count
+        assert running == want
+    assert doc["threads"][counter["mainThreadIndex"]]["isMainThread"]
+    nodes = Nodes(prof.profile)
+    every = prof.profile["stacks"].get("timeline", {}).get("every", 1)
+    for k, th in enumerate(doc["threads"]):
+        # Per stack, the weights are the tree's time: with no timeline or a
+        # whole one (`every` 1), within the profile's rounding of each
+        # node's times to the microsecond.  (By stack, not by category: a
+        # timeline sample has the category of its largest kind of time.)
+        got, want, count = {}, {}, {}
+        for (names, _), w in firefox_tree(doc, k).items():
+            got[names] = got.get(names, 0) + w
+        for (names, _), w in node_tree(nodes, k, 1e-6).items():
+            want[names] = want.get(names, 0) + w
+            count[names] = count.get(names, 0) + 1
+        if every == 1:
+            assert set(got) == set(want), set(got) ^ set(want)
+            for names in want:
+                assert abs(got[names] - want[names]) <= 0.002 * count[names], names
+    meta = doc["meta"]
+    assert meta["product"] == "calipers: %s" % prog
+    assert meta["startTime"] == pytest.approx(prof.profile["program"]["start_time_unix"] * 1000,
+                                              abs=1e-3)
+    assert meta["interval"] == pytest.approx(prof.profile["config"]["interval_s"] * 1000)
+
+
+def test_firefox_hostile_names(run_calipers, tmp_path):
+    prof, _ = run_program(run_calipers, tmp_path)
+    untimed, _ = without_timeline(prof.profile, tmp_path)
+    path, nodes = hostile_profile(json.loads(untimed.read_text()), tmp_path)
+    doc = json.loads(path.read_text())
+    doc["stacks"]["frames"][0]["name"] = "rtl \u202e gnp.exe"
+    doc["threads"][0]["name"] = "main \u202e <script>"
+    path.write_text(json.dumps(doc))
+    nodes = Nodes(doc)
+    out = tmp_path / "hostile.firefox.json"
+    calipers("export", "--format", "firefox", "-o", out, path)
+    raw = out.read_text(encoding="utf-8")
+    assert "<script>" not in raw  # '<' escaped: the file may sit in a <script>
+    ff = json.loads(raw)
+    check_firefox(ff)
+    strings = ff["shared"]["stringArray"]
+    fn, src = ff["shared"]["funcTable"], ff["shared"]["sources"]
+    assert [strings[i] for i in fn["name"][:-1]] == [f["name"] for f in nodes.frames]
+    assert [strings[src["filename"][s]] for s in fn["source"][:-1]] == \
+        [f["file"] for f in nodes.frames]
+    assert fn["lineNumber"][:-1] == [f["first_line"] or None for f in nodes.frames]
+    assert [t["name"] for t in ff["threads"]] == [t["name"] for t in doc["threads"]]
+    for k, th in enumerate(ff["threads"]):
+        alloc = sum(n["alloc"] for n in nodes.nodes if n["thread"] == k)
+        got = sum(th["nativeAllocations"]["weight"]) if "nativeAllocations" in th else 0
+        assert got == alloc
+    # Deterministic: the same profile, the same bytes.
+    again = tmp_path / "again.firefox.json"
+    calipers("export", "--format", "firefox", "-o", again, path)
+    assert again.read_bytes() == out.read_bytes()

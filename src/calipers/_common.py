@@ -228,7 +228,8 @@ def write_file(path, data):
 #: The export formats and the ending of the file name `calipers export`
 #: gives each by default (the profile's name, less ".json", and this).
 EXPORT_FORMATS = {"pprof": ".pb.gz", "speedscope": ".speedscope.json",
-                  "collapsed": ".folded", "collapsed-alloc": ".alloc.folded"}
+                  "collapsed": ".folded", "collapsed-alloc": ".alloc.folded",
+                  "firefox": ".firefox.json"}
 
 
 def export_data(text, fmt):

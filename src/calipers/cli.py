@@ -10,7 +10,8 @@ engine loaded by a bootstrap on PYTHONPATH (see _boot/sitecustomize.py).
 terminal report, or the HTML viewer with ``--html FILE``.
 
 ``calipers export [--format F] [-o FILE] profile.json`` writes a saved
-profile's stacks for other tools: pprof, speedscope, collapsed stacks.
+profile's stacks for other tools: pprof, speedscope, collapsed stacks, the
+Firefox Profiler.
 
 Errors are one line on standard error and a non-zero status: 2 for bad usage
 (unknown option, missing script, unwritable output), 1 where Python itself
@@ -56,8 +57,9 @@ options (before the script; everything after it is the program's):
                             (default 256KiB; copies: 4x that); 64k, 1M, ...
   --html FILE               also write the HTML report to FILE
   --export FORMAT:FILE      also write the stacks as FORMAT (pprof,
-                            speedscope, collapsed, collapsed-alloc) to FILE;
-                            may be repeated (see calipers export --help)
+                            speedscope, collapsed, collapsed-alloc, firefox)
+                            to FILE; may be repeated (see calipers export
+                            --help)
   --gpu, --no-gpu           GPU utilisation and memory per line (NVIDIA, via
                             the driver's NVML): by default when a driver is
                             there; --gpu also says why when it cannot be
@@ -125,10 +127,16 @@ Write the whole stacks of a saved profile for other tools.  FORMAT:
                    stack, its time (Python, native, system and waiting) in
                    whole microseconds
   collapsed-alloc  the same with bytes allocated
+  firefox          JSON for the Firefox Profiler (profiler.firefox.com): one
+                   thread per thread, its samples in time (from the
+                   profile's timeline of samples; without one, each stack's
+                   time laid end to end), allocations as native
+                   allocations, the footprint as a memory track
 
   -o, --outfile FILE   where to write it (default: the profile's name less
-                       .json, with .pb.gz, .speedscope.json, .folded or
-                       .alloc.folded); -o - writes it to standard output
+                       .json, with .pb.gz, .speedscope.json, .folded,
+                       .alloc.folded or .firefox.json); -o - writes it to
+                       standard output
   -h, --help           print this help and exit
 
 The profile must be a regular file of at most %d MiB, written by calipers
@@ -272,8 +280,8 @@ def parse_count(text, option, most):
 
 def parse_format(text, option):
     if text not in _common.EXPORT_FORMATS:
-        raise UsageError("%s: unknown format %r (pprof, speedscope, collapsed or "
-                         "collapsed-alloc)" % (option, text))
+        raise UsageError("%s: unknown format %r (pprof, speedscope, collapsed, "
+                         "collapsed-alloc or firefox)" % (option, text))
     return text
 
 

@@ -1,6 +1,6 @@
 /*
  * cal_export — the entry point of the exports (see cal_export.h) and the
- * reading of the stack table the three writers share.
+ * reading of the stack table the writers share.
  *
  * The gate (cal_view_check) has checked the types and ranges of every
  * member, but not that the table's indices hold together: a node's parent
@@ -21,10 +21,7 @@
 #include <string.h>
 
 static const char *const FORMATS[CAL_EXPORT_NFORMATS] = {
-    "pprof",
-    "speedscope",
-    "collapsed",
-    "collapsed-alloc",
+    "pprof", "speedscope", "collapsed", "collapsed-alloc", "firefox",
 };
 
 /* docs/FORMAT.md, "stacks": the node columns, in order. */
@@ -201,6 +198,7 @@ int cal_export(const cal_jv *root, int f, cal_buf *out, char *err, size_t cap)
         table_free(&t);
         return -1;
     }
+    int rc = 0;
     switch (f) {
     case CAL_EXPORT_PPROF:
         cal_pprof_write(&t, out);
@@ -208,10 +206,13 @@ int cal_export(const cal_jv *root, int f, cal_buf *out, char *err, size_t cap)
     case CAL_EXPORT_SPEEDSCOPE:
         cal_speedscope_write(&t, out);
         break;
+    case CAL_EXPORT_FIREFOX:
+        rc = cal_firefox_write(&t, out, err, cap);
+        break;
     default:
         cal_collapsed_write(&t, f == CAL_EXPORT_COLLAPSED_ALLOC, out);
         break;
     }
     table_free(&t);
-    return 0;
+    return rc;
 }

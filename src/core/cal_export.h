@@ -11,7 +11,10 @@
  *                     gzipped: the caller compresses it);
  *   cal_speedscope.c  speedscope's JSON file format;
  *   cal_collapsed.c   collapsed ("folded") stacks, one line per stack, as
- *                     flamegraph.pl and inferno read them.
+ *                     flamegraph.pl and inferno read them;
+ *   cal_firefox.c     the Firefox Profiler's processed profile format, with
+ *                     the samples in time when the profile has a timeline
+ *                     of them (stacks.timeline).
  *
  * Deterministic: the same profile gives the same bytes.  Pure functions of
  * their input; no global state.
@@ -30,11 +33,12 @@ typedef enum cal_export_format {
     CAL_EXPORT_SPEEDSCOPE,      /* JSON */
     CAL_EXPORT_COLLAPSED,       /* time, integer microseconds */
     CAL_EXPORT_COLLAPSED_ALLOC, /* bytes allocated */
+    CAL_EXPORT_FIREFOX,         /* JSON */
     CAL_EXPORT_NFORMATS
 } cal_export_format;
 
 /* The format called `name` ("pprof", "speedscope", "collapsed",
-   "collapsed-alloc"), or -1. */
+   "collapsed-alloc", "firefox"), or -1. */
 int cal_export_format_named(const char *name);
 /* The name of format `f` (a cal_export_format). */
 const char *cal_export_format_name(int f);
@@ -43,7 +47,8 @@ const char *cal_export_format_name(int f);
    format `f` to out.  On success return 0 (check cal_buf_ok(out) for
    memory); on error return -1 with a one-line reason in err: the profile
    has no stack table (written before calipers 0.2), or its table does not
-   hold together (a node whose parent, frame or thread is out of range). */
+   hold together (a node whose parent, frame or thread is out of range; for
+   "firefox", a timeline sample whose node is not of its thread, ...). */
 int cal_export(const cal_jv *root, int f, cal_buf *out, char *err, size_t cap);
 
 /* ---- the stack table, read (for the writers) ----------------------------- */
@@ -104,6 +109,10 @@ int64_t cal_extable_frame_line(const cal_extable *t, size_t i);
 void cal_pprof_write(const cal_extable *t, cal_buf *out);
 void cal_speedscope_write(const cal_extable *t, cal_buf *out);
 void cal_collapsed_write(const cal_extable *t, int alloc, cal_buf *out);
+/* The Firefox writer also reads the timeline (stacks.timeline), which the
+   gate does not check: 0, or -1 with one line in err when it does not hold
+   together or memory ran out. */
+int cal_firefox_write(const cal_extable *t, cal_buf *out, char *err, size_t cap);
 
 /* ---- protobuf wire encoding (cal_pprof.c; exposed for its unit tests) ----
    https://protobuf.dev/programming-guides/encoding/ */

@@ -644,8 +644,9 @@ PyDoc_STRVAR(export_doc,
              "export(profile, format) -> bytes\n\n"
              "The stack table of a JSON profile (str or bytes) in `format`: 'pprof'\n"
              "(a perftools.profiles.Profile, not gzipped), 'speedscope' (JSON),\n"
-             "'collapsed' (folded stacks, microseconds) or 'collapsed-alloc' (folded\n"
-             "stacks, bytes allocated).  Raises ValueError for an unknown format, a\n"
+             "'collapsed' (folded stacks, microseconds), 'collapsed-alloc' (folded\n"
+             "stacks, bytes allocated) or 'firefox' (the Firefox Profiler's JSON).\n"
+             "Raises ValueError for an unknown format, a\n"
              "corrupt or foreign profile, or one without a stack table.");
 
 static PyObject *py_export(PyObject *self, PyObject *args)
@@ -658,7 +659,7 @@ static PyObject *py_export(PyObject *self, PyObject *args)
     int f = cal_export_format_named(format);
     if (f < 0) {
         PyErr_SetString(PyExc_ValueError, "unknown export format (pprof, speedscope, "
-                                          "collapsed or collapsed-alloc)");
+                                          "collapsed, collapsed-alloc or firefox)");
         return NULL;
     }
     cal_jdoc doc;

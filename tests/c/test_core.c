@@ -1963,6 +1963,126 @@ static void test_export(void)
     cal_profile_free(p);
 }
 
+/* The Firefox export (cal_firefox.c) of a small profile, with a timeline of
+   samples added by hand (docs/FORMAT.md, "stacks.timeline") and without:
+   exact figures where they are the point (a sample's time and weight, its
+   stack's frames and category, the strings), the timeline's indices
+   checked, and the fuzzer over both. */
+static void test_export_firefox(void)
+{
+    cal_profile *p = cal_profile_new();
+    cal_stacks *st = cal_profile_stacks(p);
+    uint32_t file = cal_profile_string(p, "/a.py", 5);
+    uint32_t f = cal_profile_string(p, "f", 1), g = cal_profile_string(p, "g\"<", 3);
+    uint32_t ff = cal_stacks_frame(st, file, f, 3, 0),
+             fg = cal_stacks_frame(st, file, g, 9, 1);
+    uint32_t t0 = cal_profile_thread(p, 7, 70, 1);
+    uint32_t r0 = cal_stacks_root(st, t0);
+    uint32_t a = cal_stacks_child(st, r0, ff, 4), b = cal_stacks_child(st, a, fg, 10);
+    cal_times t = {.python_ns = 2000000, .native_ns = 1000000, .samples = 1};
+    cal_stacks_add_times(st, b, &t, 0);
+    cal_times w = {.waiting_ns = 500000, .samples = 1};
+    cal_stacks_add_times(st, a, &w, 0);
+    size_t len;
+    char *text = profile_json(p, 1000.0, &len);
+    char err[300];
+    cal_jdoc doc;
+    cal_buf out;
+
+    /* No timeline: b's python then native time laid end to end after a's
+       waiting (the tree's order: a, then b), a note over the thread. */
+    CHECK(cal_jdoc_parse(&doc, text, len, err, sizeof err) == 0);
+    cal_buf_init(&out);
+    CHECK(cal_export(doc.root, CAL_EXPORT_FIREFOX, &out, err, sizeof err) == 0);
+    cal_buf_add(&out, "", 1);
+    CHECK(strstr(out.data, "\"preprocessedProfileVersion\": 62") != NULL);
+    CHECK(strstr(out.data, "\"product\": \"calipers: ") != NULL);
+    CHECK(strstr(out.data, "\"startTime\": 1000000.000") != NULL);
+    CHECK(strstr(out.data, "\"time\": [0.000000,0.500000,2.500000]") != NULL);
+    CHECK(strstr(out.data, "\"weight\": [0.500000,2.000000,1.000000]") != NULL);
+    CHECK(strstr(out.data, "\"weightType\": \"tracing-ms\"") != NULL);
+    CHECK(strstr(out.data, "\"stringArray\": [\n") != NULL);
+    CHECK(strstr(out.data, "\"g\\\"\\u003c\"") != NULL); /* g"< escaped */
+    CHECK(strstr(out.data, "\"No timeline\"") != NULL);
+    CHECK(strstr(out.data, "\"pid\": \"") != NULL &&
+          strstr(out.data, "\"tid\": \"70\"") != NULL);
+    /* Frames: f at line 4 (Python),g at 10 (Python,library),then the
+       samples' own: a waiting at 4,g native at 10 (library). */
+    CHECK(strstr(out.data, "\"category\": [1,1,4,2]") != NULL);
+    CHECK(strstr(out.data, "\"subcategory\": [0,1,0,1]") != NULL);
+    CHECK(strstr(out.data, "\"line\": [4,10,4,10]") != NULL);
+    CHECK(strstr(out.data, "\"prefix\": [null,0,null,0]") != NULL);
+    cal_buf_free(&out);
+    cal_jdoc_free(&doc);
+
+    /* A timeline: node 2 (b) at 1.5 ms, 3 ms of Python; an allocation of
+       4096 bytes at node 1 (a); a copy, left out; every 2.  Samples out
+       of time order are put in order. */
+    size_t tlen;
+    char *timed = replaced(
+        text, len, "\"folded\"",
+        "\"timeline\": {\"every\": 2, \"kinds\": [\"python\",\"native\",\"system\","
+        "\"waiting\",\"alloc_python\",\"alloc_native\",\"copy\"], \"sample_fields\": "
+        "[\"time_ns\", \"node\", \"kind\", \"value\"], \"threads\": [{\"thread\": 0,"
+        "\"samples\": [[2500000,1,3,500000], [1500000, 2, 0, 3000000], "
+        "[1600000, 1, 4, 4096], [1700000, 2, 6, 64]]}]},\n\"folded\"",
+        &tlen);
+    CHECK(timed != NULL);
+    if (timed) {
+        CHECK(cal_jdoc_parse(&doc, timed, tlen, err, sizeof err) == 0);
+        CHECK(cal_view_check(doc.root, err, sizeof err) == 0);
+        cal_buf_init(&out);
+        CHECK(cal_export(doc.root, CAL_EXPORT_FIREFOX, &out, err, sizeof err) == 0);
+        cal_buf_add(&out, "", 1);
+        CHECK(strstr(out.data, "\"time\": [1.500000,2.500000]") != NULL);
+        CHECK(strstr(out.data, "\"weight\": [6.000000,1.000000]") != NULL);
+        CHECK(strstr(out.data, "\"nativeAllocations\": {") != NULL);
+        CHECK(strstr(out.data, "\"time\": [1.600000]") != NULL);
+        CHECK(strstr(out.data, "\"weight\": [8192]") != NULL);
+        CHECK(strstr(out.data, "\"weightType\": \"bytes\"") != NULL);
+        CHECK(strstr(out.data, "\"Thinned timeline\"") != NULL);
+        CHECK(strstr(out.data, "\"No timeline\"") == NULL);
+        /* b's Python sample is b's own stack (1); a's waiting (2) and a's
+           allocation (3: Memory, Python allocator) end in frames of their
+           own (category 4, Waiting; 5, Memory). */
+        CHECK(strstr(out.data, "\"stack\": [1,2]") != NULL);
+        CHECK(strstr(out.data, "\"stack\": [3]") != NULL);
+        CHECK(strstr(out.data, "\"category\": [1,1,4,5]") != NULL);
+        cal_buf_free(&out);
+        cal_jdoc_free(&doc);
+
+        /* Broken timelines: one line each, naming the place. */
+        static const char *const breaks[][3] = {
+            {"[1500000, 2, 0,", "[1500000, 9, 0,", "samples[1]: node: no such node"},
+            {"[1500000, 2, 0,", "[1500000, 2, 8,", "samples[1]: kind: no such kind"},
+            {"[1500000, 2, 0,", "[1500000.5, 2, 0,", "samples[1]: time_ns"},
+            {"\"every\": 2", "\"every\": 0", "stacks.timeline.every"},
+            {"\"thread\": 0,", "\"thread\": 5,", "stacks.timeline.threads[0]"},
+            {"\"value\"]", "\"vaule\"]", "sample_fields has no \"value\""},
+        };
+        for (size_t i = 0; i < sizeof breaks / sizeof *breaks; i++) {
+            size_t clen;
+            char *copy = replaced(timed, tlen, breaks[i][0], breaks[i][1], &clen);
+            if (copy) {
+                CHECK(cal_jdoc_parse(&doc, copy, clen, err, sizeof err) == 0);
+                cal_buf_init(&out);
+                err[0] = '\0';
+                CHECK(cal_export(doc.root, CAL_EXPORT_FIREFOX, &out, err, sizeof err) ==
+                      -1);
+                CHECK(strstr(err, breaks[i][2]) != NULL && strchr(err, '\n') == NULL);
+                cal_buf_free(&out);
+                cal_jdoc_free(&doc);
+            }
+            free(copy);
+        }
+        /* The fuzzer over a profile that has a timeline. */
+        fuzz_types(timed, tlen, 400);
+        free(timed);
+    }
+    free(text);
+    cal_profile_free(p);
+}
+
 int main(void)
 {
     test_map();
@@ -1992,6 +2112,7 @@ int main(void)
     test_stacks_pruned();
     test_pb_encoding();
     test_export();
+    test_export_firefox();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
