@@ -194,20 +194,23 @@ static void where_add(calx_where *w, const calx_code *ci, int line)
         where_funcs[w->nfuncs++] = ci->func;
 }
 
-static void where_init(calx_where *w)
+static void where_init(calx_where *w, const calx_frame *frames)
 {
     w->file = w->func = CAL_PROFILE_NONE;
     w->line = 0;
     w->funcs = where_funcs;
     w->nfuncs = 0;
+    w->frames = frames;
+    w->nframes = 0;
 }
 
 int calx_session_where(PyThreadState *ts, calx_where *w)
 {
-    where_init(w);
+    where_init(w, where_frames);
     if (!S.profile)
         return -1;
     int n = calx_thread_frames(ts, NULL, where_frames, CALX_FRAMES_MAX);
+    w->nframes = n;
     for (int i = 0; i < n; i++) {
         const calx_code *ci = calx_session_code(where_frames[i].code);
         if (!ci)
@@ -219,7 +222,8 @@ int calx_session_where(PyThreadState *ts, calx_where *w)
 
 void calx_session_where_cached(const calx_frame *frames, int n, calx_where *w)
 {
-    where_init(w);
+    where_init(w, frames);
+    w->nframes = n;
     for (int i = 0; i < n; i++) {
         const calx_code *ci = calx_codes_find(&S.codes, frames[i].code);
         if (ci)
@@ -245,6 +249,13 @@ uint32_t calx_session_stack(uint32_t thread, const calx_frame *frames, int n,
         node = child;
     }
     return node;
+}
+
+uint32_t calx_session_thread(unsigned long ident, int tid)
+{
+    if (!S.profile)
+        return CAL_PROFILE_NONE;
+    return cal_profile_thread(S.profile, ident, tid, 0);
 }
 
 void calx_session_after_fork_child(void)

@@ -1663,8 +1663,9 @@ static void test_utf8(void)
 }
 
 /* The stack table: frames and nodes are found again, not duplicated; a
-   full table credits a stack's nearest caller and says how much; a merge
-   brings a child's tree under its own thread's root, parents first. */
+   full table credits a stack's nearest caller and says how much, of time
+   and of allocation and copy volume; a merge brings a child's tree under
+   its own thread's root, parents first, with its volumes. */
 static void test_stacks(void)
 {
     cal_profile *p = cal_profile_new();
@@ -1684,6 +1685,16 @@ static void test_stacks(void)
     CHECK(st->nodes[b].parent == a && st->nodes[b].thread == t0);
     cal_times t = {.python_ns = 5000000, .samples = 1};
     cal_stacks_add_times(st, b, &t, 0);
+    cal_volume v = {
+        .alloc_python = 3000, .alloc_native = 700, .copied = 50, .samples = 2};
+    cal_volume copy = {.copied = 1 << 20};
+    cal_stacks_add_volume(st, b, &v, 0);
+    cal_stacks_add_volume(st, r1, &copy, 0); /* a native thread's, at its root */
+    CHECK(st->nodes[b].alloc_python == 3000 && st->nodes[b].alloc_native == 700 &&
+          st->nodes[b].copied == 50 && st->nodes[b].alloc_samples == 2);
+    CHECK(st->nodes[r1].copied == 1 << 20 && st->nodes[r1].alloc_samples == 0);
+    CHECK(st->folded_bytes == 0 && st->folded_samples == 0);
+    cal_stacks_add_volume(st, CAL_STACKS_NONE, &v, 0); /* ignored */
     /* Fill it: the next new stack stops at its caller, and is counted. */
     int32_t line = 100;
     while (st->nnodes < CAL_STACKS_MAX_NODES)
@@ -1692,6 +1703,9 @@ static void test_stacks(void)
     cal_stacks_add_times(st, b, &t, 1);
     CHECK(st->nodes[b].python_ns == 10000000 && st->folded_ns == 5000000 &&
           st->folded_samples == 1);
+    cal_stacks_add_volume(st, b, &v, 1);
+    CHECK(st->nodes[b].alloc_python == 6000 && st->nodes[b].alloc_samples == 4);
+    CHECK(st->folded_bytes == 3750 && st->folded_samples == 3);
 
     /* Merged into a profile with a tree of its own. */
     cal_profile *q = cal_profile_new();
@@ -1712,15 +1726,21 @@ static void test_stacks(void)
        its frame is the one q had. */
     CHECK(qs->nframes == 2);
     size_t roots = 0;
-    int64_t total = 0;
+    int64_t total = 0, py = 0, native = 0, copied = 0, samples = 0;
     for (size_t i = 0; i < qs->nnodes; i++) {
         roots += qs->nodes[i].parent == CAL_STACKS_NONE;
         CHECK(qs->nodes[i].parent == CAL_STACKS_NONE || qs->nodes[i].parent < i);
         total += qs->nodes[i].python_ns;
+        py += qs->nodes[i].alloc_python;
+        native += qs->nodes[i].alloc_native;
+        copied += qs->nodes[i].copied;
+        samples += qs->nodes[i].alloc_samples;
     }
     CHECK(roots == 3);
     CHECK(total == 15000000);
+    CHECK(py == 6000 && native == 1400 && copied == 100 + (1 << 20) && samples == 4);
     CHECK(qs->folded_ns == 5000000);
+    CHECK(qs->folded_bytes == 3750 && qs->folded_samples == 3);
     cal_jdoc_free(&doc);
     free(text);
     cal_profile_free(q);
