@@ -12,7 +12,8 @@
  * table (whether or not a profiled line is on it); the line's "live"
  * bytes grow by the weight and shrink by it when the shim reports the
  * block freed, giving an unbiased estimate of the memory each line holds
- * at any moment, its peak, and what it still holds at the end.  Copies are sampled the same way.
+ * at any moment, its peak, and what it still holds at the end.  Copies
+ * are sampled the same way.
  *
  * Every `threshold` bytes of footprint change (the seed paper's threshold
  * sampling) the shim calls back: the point goes on the footprint timeline,
