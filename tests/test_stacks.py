@@ -4,6 +4,7 @@ Real programs under calipers; the tree is checked against the program's
 own call structure, against the function table written from the same
 samples, and against what the program measured of itself."""
 
+import json
 import subprocess
 import textwrap
 from pathlib import Path
@@ -413,3 +414,114 @@ def test_children_bring_their_memory_stacks(run_calipers, tmp_path):
     assert got == pytest.approx(prof.truth["child_bytes"], rel=0.10)
     # The merged profile's sums hold as they do in one process.
     check_tree_sums(prof, tree)
+
+
+# ---- the timeline of samples ------------------------------------------------
+
+KINDS = ["python", "native", "system", "waiting", "alloc_python", "alloc_native", "copy"]
+
+
+def timeline_checks(prof, tree):
+    """What every timeline holds: its stride a power of two, at most 16,384
+    samples, each at a node of its thread, in time order per thread within
+    the run, its value positive; allocation samples of the kind their node
+    holds bytes of.  Returns {thread index: samples}."""
+    tl = prof.profile["stacks"]["timeline"]
+    assert tl["kinds"] == KINDS
+    assert tl["sample_fields"] == ["time_ns", "node", "kind", "value"]
+    every = tl["every"]
+    assert every >= 1 and every & (every - 1) == 0
+    by_thread = {t["thread"]: t["samples"] for t in tl["threads"]}
+    assert len(by_thread) == len(tl["threads"])
+    assert sum(map(len, by_thread.values())) <= 16384
+    wall_ns = prof.profile["summary"]["wall_s"] * 1e9
+    starts = [p["start_s"] * 1e9 for p in prof.profile.get("processes", [{"start_s": 0}])]
+    for thread, samples in by_thread.items():
+        assert samples
+        times = [s[0] for s in samples]
+        assert times == sorted(times), thread
+        for t, node, kind, value in samples:
+            assert tree.nodes[node]["thread"] == thread
+            assert 0 <= t <= max(starts) * 1 + wall_ns + 1e9
+            assert value > 0 or KINDS[kind] in ("python", "native", "system", "waiting")
+            field = {"alloc_python": "alloc_python_bytes", "alloc_native": "alloc_native_bytes",
+                     "copy": "copied_bytes"}.get(KINDS[kind])
+            if field:
+                assert tree.nodes[node][field] >= value
+    return by_thread
+
+
+def test_timeline_of_samples(run_calipers, tmp_path, allocs_lib):
+    prog = tmp_path / "allocs.py"
+    prog.write_text(textwrap.dedent(MEMORY_PROGRAM))
+    prof = run_calipers(prog, TRUTH, allocs_lib,
+                        options=["--no-report", "--memory-interval", "32k"])
+    assert prof.returncode == 0, prof.stderr
+    tree = Tree(prof.profile)
+    tl = prof.profile["stacks"]["timeline"]
+    by_thread = timeline_checks(prof, tree)
+    memory = prof.profile["summary"]["memory"]
+    kept = [s for samples in by_thread.values() for s in samples]
+    allocs = [s for s in kept if KINDS[s[2]] in ("alloc_python", "alloc_native")]
+    # ~4000 allocation samples and some hundred CPU samples: under the cap,
+    # every sample is kept.
+    assert tl["every"] == 1
+    assert len(allocs) == memory["samples"]
+    for kind in ("alloc_python", "alloc_native", "copy"):
+        field = {"alloc_python": "alloc_python_bytes", "alloc_native": "alloc_native_bytes",
+                 "copy": "copied_bytes"}[kind]
+        assert sum(s[3] for s in kept if KINDS[s[2]] == kind) == \
+            sum(n[field] for n in tree.nodes), kind
+    # Every credit of time is there too (the CPU samples', and the native
+    # threads' CPU that the scan credits with no sample), its ns its value.
+    cpu_ns = sum(s[3] for s in kept if s[2] < 4)
+    tree_s = sum(tree.self_time(i) for i in range(len(tree.nodes)))
+    assert abs(cpu_ns / 1e9 - tree_s) <= 1e-6 * len(tree.nodes), (cpu_ns, tree_s)
+    # Both threads' samples reach leaf through deep and through shallow.
+    names = {prof.profile["threads"][t]["name"]: t for t in by_thread}
+    for name in ("MainThread", "worker"):
+        paths = {tuple(tree.path(s[1])) for s in by_thread[names[name]]
+                 if KINDS[s[2]] == "alloc_native"}
+        assert any("deep" in p and p[-1] == "leaf" for p in paths), name
+        assert any("shallow" in p and p[-1] == "leaf" for p in paths), name
+
+
+def test_timeline_stays_bounded(run_calipers, tmp_path):
+    prog = tmp_path / "many.py"
+    prog.write_text(textwrap.dedent("""
+        import multiprocessing
+
+        def churn(n):
+            for _ in range(n):
+                b = bytearray(1 << 16)
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                pool.apply(churn, (20_000,))
+            churn(40_000)
+        """))
+    # 60,000 blocks of 64 KiB, each one allocation sample at a 4 KiB
+    # interval (with a weight of ~16 points): about four times the cap,
+    # the child's third merged in.
+    prof = run_calipers(prog, options=["--no-report", "--memory-interval", "4k"])
+    assert prof.returncode == 0, prof.stderr
+    tree = Tree(prof.profile)
+    by_thread = timeline_checks(prof, tree)
+    tl = prof.profile["stacks"]["timeline"]
+    memory = prof.profile["summary"]["memory"]
+    assert memory["samples"] > 3 * 16384
+    kept = sum(map(len, by_thread.values()))
+    # Decimated to between half the cap and the cap, every `every`-th sample.
+    assert 8192 <= kept <= 16384 and tl["every"] >= 4, (kept, tl["every"])
+    allocs = sum(1 for s in by_thread.values() for x in s if x[2] in (4, 5))
+    assert allocs * tl["every"] == pytest.approx(memory["samples"], rel=0.02)
+    # Which ones: every `every`-th of each thread's samples, by count (the
+    # C tests check the numbers exactly): the main thread's 40,000 blocks
+    # (each one sample: a 64 KiB block holds at least one sample point).
+    main = [s for s in by_thread[0] if s[2] in (4, 5) and tree.name(s[1]) == "churn"]
+    assert len(main) * tl["every"] == pytest.approx(40_000, rel=0.05), len(main)
+    # The child's samples are there too, at its own threads.
+    threads = prof.profile["threads"]
+    assert any(threads[t]["process"] != 0 for t in by_thread)
+    size = len(json.dumps(tl))
+    assert size < 600_000, size

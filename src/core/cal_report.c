@@ -758,6 +758,56 @@ static void json_ref(cal_json *j, uint32_t ref)
     cal_json_int(j, ref == CAL_STACKS_NONE ? -1 : (int64_t)ref);
 }
 
+static const char *const TIMELINE_FIELDS[] = {"time_ns", "node", "kind", "value"};
+
+/* The timeline of samples (cal_timeline.h; docs/FORMAT.md, "stacks"):
+   the threads that have samples, in thread order. */
+static void json_sample_timeline(cal_json *j, const cal_timeline *tl)
+{
+    cal_json_key(j, "timeline");
+    cal_json_object_begin(j);
+    cal_json_key(j, "every");
+    cal_json_int(j, (int64_t)tl->every);
+    cal_json_key(j, "kinds");
+    cal_json_flat(j);
+    cal_json_array_begin(j);
+    for (size_t i = 0; i < CAL_TL_KINDS; i++)
+        cal_json_string(j, cal_timeline_kinds[i]);
+    cal_json_array_end(j);
+    cal_json_key(j, "sample_fields");
+    cal_json_flat(j);
+    cal_json_array_begin(j);
+    for (size_t i = 0; i < sizeof TIMELINE_FIELDS / sizeof *TIMELINE_FIELDS; i++)
+        cal_json_string(j, TIMELINE_FIELDS[i]);
+    cal_json_array_end(j);
+    cal_json_key(j, "threads");
+    cal_json_array_begin(j);
+    for (size_t i = 0; i < tl->nthreads; i++) {
+        const cal_tl_thread *th = &tl->threads[i];
+        if (!th->n)
+            continue;
+        cal_json_object_begin(j);
+        cal_json_key(j, "thread");
+        cal_json_int(j, (int64_t)i);
+        cal_json_key(j, "samples");
+        cal_json_flat(j);
+        cal_json_array_begin(j);
+        for (size_t k = 0; k < th->n; k++) {
+            const cal_tl_sample *s = &th->v[k];
+            cal_json_array_begin(j);
+            cal_json_int(j, s->t);
+            cal_json_int(j, s->node);
+            cal_json_int(j, s->kind);
+            cal_json_int(j, s->value);
+            cal_json_array_end(j);
+        }
+        cal_json_array_end(j);
+        cal_json_object_end(j);
+    }
+    cal_json_array_end(j);
+    cal_json_object_end(j);
+}
+
 /* The stack table (cal_stacks.h; docs/FORMAT.md, "stacks"). */
 static void json_stacks(cal_json *j, const cal_profile *p)
 {
@@ -819,6 +869,7 @@ static void json_stacks(cal_json *j, const cal_profile *p)
     cal_json_key(j, "samples");
     cal_json_int(j, st->folded_samples);
     cal_json_object_end(j);
+    json_sample_timeline(j, cal_profile_timeline_at(p));
     cal_json_object_end(j);
 }
 

@@ -9,7 +9,8 @@
  * allocating thread's innermost profiled line and credits the weight to
  * the line's allocated bytes (Python or native), to every profiled
  * function on the stack, and to the node of the whole stack in the stack
- * table (whether or not a profiled line is on it); the line's "live"
+ * table (whether or not a profiled line is on it), which puts it on the
+ * timeline of samples too; the line's "live"
  * bytes grow by the weight and shrink by it when the shim reports the
  * block freed, giving an unbiased estimate of the memory each line holds
  * at any moment, its peak, and what it still holds at the end.  Copies
@@ -159,7 +160,7 @@ static void volume_add(cal_volume *v, int64_t weight, int python, int copy)
    table (w's frames; the thread's root alone when the stack was cut
    short, as folded), whether or not a profiled line is on it. */
 static void credit_stack(const calx_where *w, uint32_t thread, int cut,
-                         const cal_volume *v)
+                         const cal_volume *v, int64_t t)
 {
     int folded = 0;
     uint32_t node = CAL_STACKS_NONE;
@@ -169,7 +170,7 @@ static void credit_stack(const calx_where *w, uint32_t thread, int cut,
         atomic_fetch_add(&M.dropped, 1);
         return;
     }
-    cal_stacks_add_volume(cal_profile_stacks(M.profile), node, v, folded || cut);
+    calx_session_stack_volume(node, v, folded || cut, t);
 }
 
 /* Credit a sampled allocation or copy made by the profile's thread
@@ -183,7 +184,7 @@ static uint32_t credit(const calx_where *w, uint32_t thread, int cut, int64_t we
         mem->samples++;
     cal_volume v = {0};
     volume_add(&v, weight, python, copy);
-    credit_stack(w, thread, cut, &v);
+    credit_stack(w, thread, cut, &v, t);
     uint32_t li;
     cal_line_stat *ls = line_of(w, &li);
     if (!ls)

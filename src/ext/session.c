@@ -251,6 +251,39 @@ uint32_t calx_session_stack(uint32_t thread, const calx_frame *frames, int n,
     return node;
 }
 
+void calx_session_stack_times(uint32_t node, const cal_times *t, int folded)
+{
+    cal_stacks *st = cal_profile_stacks(S.profile);
+    if (node >= st->nnodes)
+        return;
+    cal_stacks_add_times(st, node, t, folded);
+    int64_t all = cal_times_all(t);
+    if (all == 0 && t->samples == 0)
+        return;
+    /* Best effort: a sample the timeline has no memory for is left out
+       of it (it is credited above). */
+    (void)cal_timeline_add(
+        cal_profile_timeline(S.profile), st->nodes[node].thread,
+        calx_session_elapsed_ns(), node,
+        cal_timeline_cpu_kind(t->python_ns, t->native_ns, t->system_ns, t->waiting_ns),
+        all);
+}
+
+void calx_session_stack_volume(uint32_t node, const cal_volume *v, int folded,
+                               int64_t t_ns)
+{
+    cal_stacks *st = cal_profile_stacks(S.profile);
+    if (node >= st->nnodes)
+        return;
+    cal_stacks_add_volume(st, node, v, folded);
+    uint32_t kind = v->copied         ? CAL_TL_COPY
+                    : v->alloc_python ? CAL_TL_ALLOC_PYTHON
+                                      : CAL_TL_ALLOC_NATIVE;
+    int64_t bytes = v->copied + v->alloc_python + v->alloc_native;
+    (void)cal_timeline_add(cal_profile_timeline(S.profile), st->nodes[node].thread,
+                           t_ns, node, kind, bytes);
+}
+
 uint32_t calx_session_thread(unsigned long ident, int tid)
 {
     if (!S.profile)

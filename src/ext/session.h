@@ -105,6 +105,17 @@ void calx_session_where_cached(const calx_frame *frames, int n, calx_where *w);
 uint32_t calx_session_stack(uint32_t thread, const calx_frame *frames, int n,
                             int *folded);
 
+/* Credit a CPU sample's times to a node of the stack table (as
+   cal_stacks_add_times), and put the sample on the profile's timeline of
+   samples (cal_timeline.h) at the node's thread, now, by the largest of its
+   four kinds of time.  A NONE node is ignored.  GIL held. */
+void calx_session_stack_times(uint32_t node, const cal_times *t, int folded);
+
+/* The same for an allocation or copy sample's volume (one of its three
+   figures), taken at t_ns (calx_session_elapsed_ns time). */
+void calx_session_stack_volume(uint32_t node, const cal_volume *v, int folded,
+                               int64_t t_ns);
+
 /* The profile's index of the thread (threading.get_ident(), 0 for a thread
    that never ran Python; kernel thread id `tid`), made on first sight as
    the CPU sampler would make it (cal_profile_thread): a thread that

@@ -1747,6 +1747,118 @@ static void test_stacks(void)
     cal_profile_free(p);
 }
 
+/* The timeline of samples: bounded at its cap however many samples come,
+   each thread keeping exactly its samples numbered by multiples of the
+   stride; written, checked (a bad member refused by name) and merged with
+   a coarser stride, times moved to the parent's start. */
+static void test_timeline(void)
+{
+    CHECK(cal_timeline_cpu_kind(1, 5, 5, 0) == CAL_TL_NATIVE); /* ties: the first */
+    CHECK(cal_timeline_cpu_kind(0, 0, 0, 7) == CAL_TL_WAITING);
+    CHECK(cal_timeline_cpu_kind(0, 0, 0, 0) == CAL_TL_PYTHON);
+
+    cal_timeline tl;
+    cal_timeline_init(&tl);
+    tl.cap = 8;
+    /* Thread 0: 100 samples (t = its number); thread 3: 30. */
+    for (int64_t i = 0; i < 100; i++) {
+        CHECK(cal_timeline_add(&tl, 0, i, 1, CAL_TL_PYTHON, 10) == 0);
+        if (i < 30)
+            CHECK(cal_timeline_add(&tl, 3, 1000 + i, 2, CAL_TL_ALLOC_NATIVE, 4096) ==
+                  0);
+        CHECK(tl.total <= tl.cap);
+    }
+    /* 130 samples into 8: stride 32 keeps 0, 32, 64, 96 of thread 0 and 0
+       of thread 3 (5); 16 would keep 7 + 2 = 9. */
+    CHECK(tl.every == 32 && tl.total == 5);
+    CHECK(tl.threads[0].n == 4 && tl.threads[3].n == 1);
+    for (size_t k = 0; k < tl.threads[0].n; k++)
+        CHECK(tl.threads[0].v[k].t == (int64_t)(k * tl.every));
+    CHECK(tl.threads[3].v[0].t == 1000 &&
+          tl.threads[3].v[0].kind == CAL_TL_ALLOC_NATIVE);
+    CHECK(tl.threads[1].n == 0 && tl.threads[0].seen == 100);
+    cal_timeline_free(&tl);
+
+    /* In a profile: written, checked, merged into another. */
+    cal_profile *child = cal_profile_new(), *q = cal_profile_new();
+    uint32_t cfile = cal_profile_string(child, "/a.py", 5),
+             cf = cal_profile_string(child, "f", 1);
+    cal_stacks *cs = cal_profile_stacks(child);
+    uint32_t ct = cal_profile_thread(child, 7, 70, 1);
+    uint32_t croot = cal_stacks_root(cs, ct);
+    uint32_t cnode =
+        cal_stacks_child(cs, croot, cal_stacks_frame(cs, cfile, cf, 3, 0), 4);
+    cal_timeline *ctl = cal_profile_timeline(child);
+    ctl->cap = 4;
+    for (int64_t i = 0; i < 6; i++) /* stride 2: numbers 0, 2, 4 */
+        CHECK(cal_timeline_add(ctl, ct, 100 + i, i % 2 ? croot : cnode, CAL_TL_COPY,
+                               1 << 20) == 0);
+    CHECK(ctl->every == 2 && ctl->total == 3);
+    uint32_t qt = cal_profile_thread(q, 1, 10, 1);
+    cal_stacks *qs = cal_profile_stacks(q);
+    uint32_t qroot = cal_stacks_root(qs, qt);
+    cal_timeline *qtl = cal_profile_timeline(q);
+    for (int64_t i = 0; i < 4; i++) /* stride 1: numbers 0 to 3 */
+        CHECK(cal_timeline_add(qtl, qt, i, qroot, CAL_TL_SYSTEM, 500) == 0);
+    size_t len;
+    char *text = profile_json(child, 1000.5, &len);
+    CHECK(strstr(text, "\"timeline\": {") != NULL);
+    CHECK(strstr(text, "\"every\": 2") != NULL);
+    CHECK(view_check_text(text, len) == NULL);
+    static const struct {
+        const char *from, *to, *why;
+    } cases[] = {
+        {"\"every\": 2", "\"every\": 0", "stacks.timeline.every: 0 is out of range"},
+        {"[100,1,6,1048576]", "[100,1,7,1048576]",
+         "stacks.timeline.threads[0].samples[0][2]: 7 is out of range"},
+        {"[100,1,6,1048576]", "[100,1,6]",
+         "stacks.timeline.threads[0].samples[0]: expected 4 items, not 3"},
+        {"[100,1,6,1048576]", "[-1,1,6,1048576]",
+         "stacks.timeline.threads[0].samples[0][0]: -1 is out of range"},
+        {"\"thread\": 0", "\"thread\": \"0\"",
+         "stacks.timeline.threads[0].thread: expected a whole number, not a string"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t n;
+        char *bad = replaced(text, len, cases[i].from, cases[i].to, &n);
+        if (!bad)
+            continue;
+        const char *why = view_check_text(bad, n);
+        CHECK(why && strstr(why, cases[i].why));
+        if (!why || !strstr(why, cases[i].why))
+            fprintf(stderr, "  %s -> %s -> %s\n", cases[i].from, cases[i].to,
+                    why ? why : "accepted");
+        free(bad);
+    }
+    cal_jdoc doc;
+    char err[200];
+    CHECK(cal_jdoc_parse(&doc, text, len, err, sizeof err) == 0);
+    CHECK(cal_merge_add(q, doc.root, 1000.0, err, sizeof err) == 0);
+    /* Both at stride 2: q keeps its 0 and 2, the child's three come at its
+       thread here, at its nodes here, half a second later. */
+    CHECK(qtl->every == 2 && qtl->total == 5);
+    uint32_t mt = CAL_PROFILE_NONE;
+    for (uint32_t i = 0; i < qtl->nthreads; i++)
+        if (i != qt && qtl->threads[i].n)
+            mt = i;
+    CHECK(mt != CAL_PROFILE_NONE && mt < qtl->nthreads);
+    if (mt != CAL_PROFILE_NONE && mt < qtl->nthreads) {
+        const cal_tl_thread *th = &qtl->threads[mt];
+        CHECK(th->n == 3);
+        for (size_t k = 0; k < th->n && k < 3; k++) {
+            CHECK(th->v[k].t == 100 + 2 * (int64_t)k + 500000000);
+            CHECK(th->v[k].kind == CAL_TL_COPY && th->v[k].value == 1 << 20);
+            CHECK(th->v[k].node < qs->nnodes && qs->nodes[th->v[k].node].thread == mt);
+            CHECK(qs->nodes[th->v[k].node].frame != CAL_STACKS_NONE);
+        }
+    }
+    CHECK(qtl->threads[qt].n == 2 && qtl->threads[qt].v[1].t == 2);
+    cal_jdoc_free(&doc);
+    free(text);
+    cal_profile_free(q);
+    cal_profile_free(child);
+}
+
 int main(void)
 {
     test_map();
@@ -1773,6 +1885,7 @@ int main(void)
     test_fuzz_types();
     test_utf8();
     test_stacks();
+    test_timeline();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
