@@ -629,7 +629,7 @@ static void test_fuzz(const char *generated, size_t n)
     fuzz_profile(generated, n, 4000);
     static const char *const fixtures[] = {
         "tests/data/memory.json", "tests/data/cpu.json", "tests/data/empty.json",
-        "tests/data/procs.json"};
+        "tests/data/procs.json", "tests/data/stacks.json"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         size_t len;
         char *text = read_fixture(fixtures[i], &len);
@@ -1523,7 +1523,7 @@ static void test_fuzz_types(void)
 {
     static const char *const fixtures[] = {
         "tests/data/memory.json", "tests/data/cpu.json", "tests/data/empty.json",
-        "tests/data/procs.json"};
+        "tests/data/procs.json", "tests/data/stacks.json"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         size_t len;
         char *doc = read_fixture(fixtures[i], &len);
