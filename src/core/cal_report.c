@@ -760,6 +760,18 @@ static void json_ref(cal_json *j, uint32_t ref)
 
 static const char *const TIMELINE_FIELDS[] = {"time_ns", "node", "kind", "value"};
 
+/* Samples in time order; those at the same time in the order they came.
+   (An allocation made without the GIL is credited when the queue is
+   drained, possibly after a CPU sample taken later.) */
+static int by_time(const void *a, const void *b)
+{
+    const cal_tl_sample *x = *(const cal_tl_sample *const *)a,
+                        *y = *(const cal_tl_sample *const *)b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
 /* The timeline of samples (cal_timeline.h; docs/FORMAT.md, "stacks"):
    the threads that have samples, in thread order. */
 static void json_sample_timeline(cal_json *j, const cal_timeline *tl)
@@ -789,11 +801,16 @@ static void json_sample_timeline(cal_json *j, const cal_timeline *tl)
         cal_json_object_begin(j);
         cal_json_key(j, "thread");
         cal_json_int(j, (int64_t)i);
+        const cal_tl_sample **order = malloc(th->n * sizeof(*order));
+        for (size_t k = 0; order && k < th->n; k++)
+            order[k] = &th->v[k];
+        if (order)
+            qsort(order, th->n, sizeof(*order), by_time);
         cal_json_key(j, "samples");
         cal_json_flat(j);
         cal_json_array_begin(j);
         for (size_t k = 0; k < th->n; k++) {
-            const cal_tl_sample *s = &th->v[k];
+            const cal_tl_sample *s = order ? order[k] : &th->v[k];
             cal_json_array_begin(j);
             cal_json_int(j, s->t);
             cal_json_int(j, s->node);
@@ -801,6 +818,7 @@ static void json_sample_timeline(cal_json *j, const cal_timeline *tl)
             cal_json_int(j, s->value);
             cal_json_array_end(j);
         }
+        free(order);
         cal_json_array_end(j);
         cal_json_object_end(j);
     }

@@ -1857,6 +1857,23 @@ static void test_timeline(void)
     free(text);
     cal_profile_free(q);
     cal_profile_free(child);
+
+    /* Written in time order, whatever order they were credited in (a
+       queued allocation is credited after a later CPU sample). */
+    cal_profile *r = cal_profile_new();
+    uint32_t rt = cal_profile_thread(r, 3, 30, 1);
+    uint32_t rroot = cal_stacks_root(cal_profile_stacks(r), rt);
+    cal_timeline *rtl = cal_profile_timeline(r);
+    CHECK(cal_timeline_add(rtl, rt, 30000, rroot, CAL_TL_PYTHON, 7) == 0);
+    CHECK(cal_timeline_add(rtl, rt, 10000, rroot, CAL_TL_ALLOC_PYTHON, 8) == 0);
+    CHECK(cal_timeline_add(rtl, rt, 20000, rroot, CAL_TL_COPY, 9) == 0);
+    text = profile_json(r, 1000.0, &len);
+    const char *a = strstr(text, "[10000,"), *b = strstr(text, "[20000,"),
+               *c = strstr(text, "[30000,");
+    CHECK(a && b && c && a < b && b < c);
+    CHECK(view_check_text(text, len) == NULL);
+    free(text);
+    cal_profile_free(r);
 }
 
 int main(void)
