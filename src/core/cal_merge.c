@@ -342,12 +342,54 @@ static int merge_threads(cal_profile *p, const cal_jv *threads, const uint32_t *
     return 0;
 }
 
+/* The child's timeline of samples into ours (cal_timeline.h): both at the
+   coarser stride, its samples at its threads' and nodes' indices here
+   (nmap: CAL_STACKS_NONE for a node left out, whose samples are too), its
+   times from our start; then bounded again. */
+static int merge_timeline(cal_profile *p, const cal_jv *tl, const uint32_t *tmap,
+                          size_t nthreads, const uint32_t *nmap, size_t nn,
+                          int64_t offset)
+{
+    if (!cal_jv_is(tl, CAL_JOBJ))
+        return 0; /* a profile from before the timeline */
+    cal_timeline *mine = cal_profile_timeline(p);
+    /* Its stride, a power of two as written (the check bounds it). */
+    uint64_t every = 1, said = (uint64_t)cal_jv_getnum(tl, "every", 1);
+    while (every < said && every < (UINT64_C(1) << 62))
+        every <<= 1;
+    cal_timeline_coarsen(mine, every);
+    const cal_jv *threads = cal_jv_get(tl, "threads");
+    for (size_t i = 0; i < cal_jv_len(threads); i++) {
+        const cal_jv *th = cal_jv_at(threads, i);
+        double ti = cal_jv_getnum(th, "thread", -1);
+        if (ti < 0 || ti >= (double)nthreads)
+            continue;
+        const cal_jv *samples = cal_jv_get(th, "samples");
+        for (size_t k = 0; k < cal_jv_len(samples); k++) {
+            const cal_jv *s = cal_jv_at(samples, k);
+            double node = cal_jv_num(cal_jv_at(s, 1), -1);
+            if (node < 0 || node >= (double)nn || nmap[(size_t)node] == CAL_STACKS_NONE)
+                continue;
+            cal_tl_sample one = {
+                .t = llround(cal_jv_num(cal_jv_at(s, 0), 0)) + offset,
+                .node = nmap[(size_t)node],
+                .kind = (uint32_t)cal_jv_num(cal_jv_at(s, 2), 0),
+                .value = llround(cal_jv_num(cal_jv_at(s, 3), 0)),
+            };
+            if (cal_timeline_add_kept(mine, tmap[(size_t)ti], k, every, &one) != 0)
+                return -1;
+        }
+    }
+    cal_timeline_bound(mine);
+    return 0;
+}
+
 /* The child's stack table into ours: its frames and nodes found or made
    here, their figures added.  Its nodes come parent first (the writer's
    order); a node whose parent, frame or thread is not one seen before it
-   is left out, as is its subtree. */
+   is left out, as is its subtree.  Then its timeline (merge_timeline). */
 static int merge_stacks(cal_profile *p, const cal_jv *stacks, const uint32_t *tmap,
-                        size_t nthreads)
+                        size_t nthreads, int64_t offset)
 {
     if (!cal_jv_is(stacks, CAL_JOBJ))
         return 0; /* a profile from before stacks */
@@ -407,6 +449,9 @@ static int merge_stacks(cal_profile *p, const cal_jv *stacks, const uint32_t *tm
     st->folded_ns += ns_of(folded, "time_s");
     st->folded_bytes += int_of(folded, "bytes");
     st->folded_samples += int_of(folded, "samples");
+    if (rc == 0)
+        rc = merge_timeline(p, cal_jv_get(stacks, "timeline"), tmap, nthreads, nmap, nn,
+                            offset);
     free(fmap);
     free(nmap);
     return rc;
@@ -524,7 +569,7 @@ int cal_merge_add(cal_profile *p, const cal_jv *root, double start_unix, char *e
     int rc = -1;
     if (procs && tmap && add_processes(p, root, offset, procs, nprocs) == 0 &&
         merge_threads(p, cal_jv_get(root, "threads"), procs, nprocs, tmap) == 0 &&
-        merge_stacks(p, cal_jv_get(root, "stacks"), tmap, nthreads) == 0 &&
+        merge_stacks(p, cal_jv_get(root, "stacks"), tmap, nthreads, offset) == 0 &&
         merge_files(p, cal_jv_get(root, "files"), procs, nprocs, offset, memory) == 0 &&
         merge_leaks(p, cal_jv_get(root, "leaks"), procs, nprocs) == 0) {
         if (memory) {

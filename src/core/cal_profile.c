@@ -27,6 +27,7 @@ struct cal_profile {
     cal_memory memory;
     cal_gpu_summary gpu;
     cal_stacks stacks;
+    cal_timeline timeline;
 };
 
 static void *vec_push(vec *v)
@@ -62,6 +63,7 @@ cal_profile *cal_profile_new(void)
     p->gpu.reason = p->gpu.fallback = CAL_PROFILE_NONE;
     p->gpu.stopped_at = -1;
     cal_stacks_init(&p->stacks);
+    cal_timeline_init(&p->timeline);
     if (cal_profile_process_add(p) == CAL_PROFILE_NONE) {
         free(p);
         return NULL;
@@ -93,6 +95,7 @@ void cal_profile_free(cal_profile *p)
     cal_map_clear(&p->func_index);
     cal_map_clear(&p->thread_index);
     cal_stacks_free(&p->stacks);
+    cal_timeline_free(&p->timeline);
     free(p);
 }
 
@@ -334,6 +337,11 @@ int cal_profile_line_series_add(cal_profile *p, uint32_t i, int64_t t, int64_t l
 
 cal_stacks *cal_profile_stacks(cal_profile *p) { return &p->stacks; }
 const cal_stacks *cal_profile_stacks_at(const cal_profile *p) { return &p->stacks; }
+cal_timeline *cal_profile_timeline(cal_profile *p) { return &p->timeline; }
+const cal_timeline *cal_profile_timeline_at(const cal_profile *p)
+{
+    return &p->timeline;
+}
 
 cal_memory *cal_profile_memory(cal_profile *p) { return &p->memory; }
 

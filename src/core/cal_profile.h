@@ -20,6 +20,7 @@
 
 #include "cal_series.h"
 #include "cal_stacks.h"
+#include "cal_timeline.h"
 
 #define CAL_PROFILE_NONE UINT32_MAX
 
@@ -239,6 +240,11 @@ cal_series *cal_profile_line_series(cal_profile *p, uint32_t i);
 /* The stack table (cal_stacks.h): the frames and the tree of stacks. */
 cal_stacks *cal_profile_stacks(cal_profile *p);
 const cal_stacks *cal_profile_stacks_at(const cal_profile *p);
+
+/* The timeline of samples (cal_timeline.h): when each sample was taken and
+   the stack node it credited. */
+cal_timeline *cal_profile_timeline(cal_profile *p);
+const cal_timeline *cal_profile_timeline_at(const cal_profile *p);
 
 cal_memory *cal_profile_memory(cal_profile *p);
 const cal_memory *cal_profile_memory_at(const cal_profile *p);

@@ -758,15 +758,91 @@ static void json_ref(cal_json *j, uint32_t ref)
     cal_json_int(j, ref == CAL_STACKS_NONE ? -1 : (int64_t)ref);
 }
 
+static const char *const TIMELINE_FIELDS[] = {"time_ns", "node", "kind", "value"};
+
+/* Samples in time order; those at the same time in the order they came.
+   (An allocation made without the GIL is credited when the queue is
+   drained, possibly after a CPU sample taken later.) */
+static int by_time(const void *a, const void *b)
+{
+    const cal_tl_sample *x = *(const cal_tl_sample *const *)a,
+                        *y = *(const cal_tl_sample *const *)b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* The timeline of samples (cal_timeline.h; docs/FORMAT.md, "stacks"):
+   the threads that have samples, in thread order.  `map` (or NULL: the
+   table is written whole) gives each node's index in the written table,
+   which may have merged it into a caller (cal_stacks_pruned). */
+static void json_sample_timeline(cal_json *j, const cal_timeline *tl,
+                                 const uint32_t *map, size_t nmap)
+{
+    cal_json_key(j, "timeline");
+    cal_json_object_begin(j);
+    cal_json_key(j, "every");
+    cal_json_int(j, (int64_t)tl->every);
+    cal_json_key(j, "kinds");
+    cal_json_flat(j);
+    cal_json_array_begin(j);
+    for (size_t i = 0; i < CAL_TL_KINDS; i++)
+        cal_json_string(j, cal_timeline_kinds[i]);
+    cal_json_array_end(j);
+    cal_json_key(j, "sample_fields");
+    cal_json_flat(j);
+    cal_json_array_begin(j);
+    for (size_t i = 0; i < sizeof TIMELINE_FIELDS / sizeof *TIMELINE_FIELDS; i++)
+        cal_json_string(j, TIMELINE_FIELDS[i]);
+    cal_json_array_end(j);
+    cal_json_key(j, "threads");
+    cal_json_array_begin(j);
+    for (size_t i = 0; i < tl->nthreads; i++) {
+        const cal_tl_thread *th = &tl->threads[i];
+        if (!th->n)
+            continue;
+        cal_json_object_begin(j);
+        cal_json_key(j, "thread");
+        cal_json_int(j, (int64_t)i);
+        const cal_tl_sample **order = malloc(th->n * sizeof(*order));
+        for (size_t k = 0; order && k < th->n; k++)
+            order[k] = &th->v[k];
+        if (order)
+            qsort(order, th->n, sizeof(*order), by_time);
+        cal_json_key(j, "samples");
+        cal_json_flat(j);
+        cal_json_array_begin(j);
+        for (size_t k = 0; k < th->n; k++) {
+            const cal_tl_sample *s = order ? order[k] : &th->v[k];
+            cal_json_array_begin(j);
+            cal_json_int(j, s->t);
+            cal_json_int(j, map && s->node < nmap ? map[s->node] : s->node);
+            cal_json_int(j, s->kind);
+            cal_json_int(j, s->value);
+            cal_json_array_end(j);
+        }
+        free(order);
+        cal_json_array_end(j);
+        cal_json_object_end(j);
+    }
+    cal_json_array_end(j);
+    cal_json_object_end(j);
+}
+
 /* The stack table (cal_stacks.h; docs/FORMAT.md, "stacks"). */
 static void json_stacks(cal_json *j, const cal_profile *p)
 {
     const cal_stacks *st = cal_profile_stacks_at(p);
     cal_stacks pruned; /* the heaviest stacks, when there are too many */
-    int own = st->nnodes > CAL_STACKS_WRITE_MAX &&
-              cal_stacks_pruned(st, CAL_STACKS_WRITE_MAX, &pruned, NULL) == 0;
+    size_t nmap = st->nnodes;
+    uint32_t *map = nmap > CAL_STACKS_WRITE_MAX ? malloc(nmap * sizeof(*map)) : NULL;
+    int own = map && cal_stacks_pruned(st, CAL_STACKS_WRITE_MAX, &pruned, map) == 0;
     if (own)
         st = &pruned;
+    else {
+        free(map); /* out of memory: the table is written whole */
+        map = NULL;
+    }
     cal_json_key(j, "stacks");
     cal_json_object_begin(j);
     cal_json_key(j, "frames");
@@ -824,9 +900,13 @@ static void json_stacks(cal_json *j, const cal_profile *p)
     cal_json_key(j, "samples");
     cal_json_int(j, st->folded_samples);
     cal_json_object_end(j);
+    const cal_timeline *tl = cal_profile_timeline_at(p);
+    if (tl->total > 0) /* no sample, no timeline: the member is optional */
+        json_sample_timeline(j, tl, map, nmap);
     cal_json_object_end(j);
     if (own)
         cal_stacks_free(&pruned);
+    free(map);
 }
 
 void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)

@@ -180,14 +180,33 @@ static void prose_bytes(char *dst, size_t cap, double b)
     format_bytes(dst, cap, b, 1);
 }
 
+/* A share in at most 5 columns (a profile whose parts exceed its whole,
+   hand-made or corrupt, shows ">999%"). */
 static void percent(char *dst, size_t cap, double part, double whole)
 {
     if (whole <= 0 || part <= 0)
         dst[0] = '\0';
     else if (part / whole < 0.005)
         snprintf(dst, cap, "<1%%");
+    else if (part / whole >= 9.995)
+        snprintf(dst, cap, ">999%%");
     else
         snprintf(dst, cap, "%.0f%%", 100 * part / whole);
+}
+
+/* A duration in at most 8 columns: seconds, then hours, then years. */
+static void human_seconds(char *dst, size_t cap, double s)
+{
+    if (s < 999.995)
+        snprintf(dst, cap, "%.2fs", s);
+    else if (s < 999999.5)
+        snprintf(dst, cap, "%.0fs", s);
+    else if (s / 3600 < 999999.5)
+        snprintf(dst, cap, "%.0fh", s / 3600);
+    else if (s / 31557600 < 999999.5)
+        snprintf(dst, cap, "%.0fy", s / 31557600);
+    else
+        snprintf(dst, cap, ">999999y");
 }
 
 /* Columns of leading blanks (a tab is 4); -1 for a blank line. */
@@ -554,7 +573,7 @@ static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv 
     double alloc = alloc_of(mem);
     int strong = share(r, t, alloc) >= 0.10;
     if (all > 0) {
-        snprintf(a, sizeof a, "%.2fs", all);
+        human_seconds(a, sizeof a, all);
         percent(b, sizeof b, all, r->time_all);
     } else {
         a[0] = b[0] = '\0';

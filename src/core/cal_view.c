@@ -29,6 +29,7 @@
  */
 #include "cal_view.h"
 
+#include "cal_timeline.h"
 #include "cal_utf8.h"
 
 #include <stdio.h>
@@ -340,10 +341,33 @@ static const cal_jmember FOLDED_M[] = {
     {NULL, 0, NULL},
 };
 static const cal_jshape FOLDED = {.types = CAL_JT_OBJ, .members = FOLDED_M};
-static const cal_jmember STACKS_M[] = {
-    {"frames", 1, &FRAMES}, {"node_fields", 1, &STRINGS},
-    {"nodes", 1, &NODES},   {"folded", 1, &FOLDED},
+/* The timeline: [time_ns, node, kind, value] samples per thread; the
+   stride a power of two (at most 2^62, as cal_timeline keeps it). */
+static const cal_jshape EVERY = {
+    .types = CAL_JT_NUM, .whole = 1, .min = 1, .max = 0x1p62};
+static const cal_jshape TL_KIND = {
+    .types = CAL_JT_NUM, .whole = 1, .min = 0, .max = CAL_TL_KINDS - 1};
+static const cal_jshape TIME_NS = {.types = CAL_JT_NUM, .whole = 1, .max = MAX_BYTES};
+static const cal_jshape *const TL_SAMPLE_AT[] = {&TIME_NS, &INDEX, &TL_KIND, &BYTES,
+                                                 NULL};
+static const cal_jshape TL_SAMPLE = {.types = CAL_JT_ARR, .tuple = TL_SAMPLE_AT};
+static const cal_jshape TL_SAMPLES = {.types = CAL_JT_ARR, .items = &TL_SAMPLE};
+static const cal_jmember TL_THREAD_M[] = {
+    {"thread", 1, &INDEX},
+    {"samples", 1, &TL_SAMPLES},
     {NULL, 0, NULL},
+};
+static const cal_jshape TL_THREAD = {.types = CAL_JT_OBJ, .members = TL_THREAD_M};
+static const cal_jshape TL_THREADS = {.types = CAL_JT_ARR, .items = &TL_THREAD};
+static const cal_jmember SAMPLE_TIMELINE_M[] = {
+    {"every", 1, &EVERY},        {"kinds", 1, &STRINGS}, {"sample_fields", 1, &STRINGS},
+    {"threads", 1, &TL_THREADS}, {NULL, 0, NULL},
+};
+static const cal_jshape SAMPLE_TIMELINE = {.types = CAL_JT_OBJ,
+                                           .members = SAMPLE_TIMELINE_M};
+static const cal_jmember STACKS_M[] = {
+    {"frames", 1, &FRAMES}, {"node_fields", 1, &STRINGS},      {"nodes", 1, &NODES},
+    {"folded", 1, &FOLDED}, {"timeline", 0, &SAMPLE_TIMELINE}, {NULL, 0, NULL},
 };
 static const cal_jshape STACKS = {.types = CAL_JT_OBJ, .members = STACKS_M};
 

@@ -7,11 +7,14 @@
  * allocations (cal_bsamp.h: each sample stands for `weight` bytes, an
  * unbiased estimate).  For each sampled allocation this engine finds the
  * allocating thread's innermost profiled line and credits the weight to
- * the line's allocated bytes (Python or native) and to every profiled
- * function on the stack; the line's "live" bytes grow by the weight and
- * shrink by it when the shim reports the block freed, giving an unbiased
- * estimate of the memory each line holds at any moment, its peak, and what
- * it still holds at the end.  Copies are sampled the same way.
+ * the line's allocated bytes (Python or native), to every profiled
+ * function on the stack, and to the node of the whole stack in the stack
+ * table (whether or not a profiled line is on it), which puts it on the
+ * timeline of samples too; the line's "live"
+ * bytes grow by the weight and shrink by it when the shim reports the
+ * block freed, giving an unbiased estimate of the memory each line holds
+ * at any moment, its peak, and what it still holds at the end.  Copies
+ * are sampled the same way.
  *
  * Every `threshold` bytes of footprint change (the seed paper's threshold
  * sampling) the shim calls back: the point goes on the footprint timeline,
@@ -44,8 +47,12 @@
  *     through the code objects the CPU sampler has already seen (the thread's
  *     stack is copied, but a code object we never saw may be gone by the
  *     time the GIL is ours); it is credited but not tracked until freed.
+ *     Its whole stack is copied while the queue's frame area has room for
+ *     it (QUEUE_FRAMES); with less, its innermost frames are, and the tree
+ *     gets it at its thread's root, as folded.
  *   - Allocations in threads that never ran Python (no Python stack) count
- *     in the program's totals only.
+ *     in the program's totals and at their thread's root in the tree, in
+ *     no line.
  */
 #include "memory.h" /* Python.h first */
 
@@ -58,19 +65,22 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#define QUEUE_CAP 4096  /* events from threads without the GIL */
-#define QUEUE_FRAMES 32 /* innermost frames kept per queued event */
-#define RECENT 256      /* recent tracked allocations (leak candidates) */
+#define QUEUE_CAP 4096         /* events from threads without the GIL */
+#define QUEUE_FRAMES (1 << 17) /* the frames they hold, all together (2 MiB) */
+#define RECENT 256             /* recent tracked allocations (leak candidates) */
 
 enum qkind { Q_ALLOC, Q_FREE, Q_COPY, Q_FOOTPRINT };
 
 typedef struct qevent {
     uint8_t kind, python, flags;
-    int nframes;
-    uint32_t line; /* Q_FREE: the line index */
-    int64_t a;     /* alloc, free, copy: weight; footprint: live */
+    uint8_t cut;         /* its stack was cut short: the frames ran out */
+    int nframes;         /* its stack: M.frames[frame0 .. frame0 + nframes) */
+    size_t frame0;       /* ... innermost first */
+    unsigned long ident; /* the thread: threading.get_ident(), 0 if none */
+    int tid;             /* ... and its kernel id */
+    uint32_t line;       /* Q_FREE: the line index */
+    int64_t a;           /* alloc, free, copy: weight; footprint: live */
     int64_t t;
-    calx_frame frames[QUEUE_FRAMES];
 } qevent;
 
 typedef struct recent_alloc {
@@ -98,6 +108,8 @@ static struct {
     pthread_mutex_t mu;
     qevent *queue;
     size_t qhead, qlen;
+    calx_frame *frames;  /* the queued events' stacks, in queue order */
+    size_t frames_used;  /* back to 0 whenever the queue is empty */
     const void *watched; /* the leak detector's allocation */
     uint32_t watched_line;
     atomic_int watched_freed;
@@ -144,14 +156,35 @@ static void volume_add(cal_volume *v, int64_t weight, int python, int copy)
         v->samples++;
 }
 
-/* Credit a sampled allocation or copy; returns the line index + 1 to
+/* Credit a sample's volume to the node of its whole stack in the stack
+   table (w's frames; the thread's root alone when the stack was cut
+   short, as folded), whether or not a profiled line is on it. */
+static void credit_stack(const calx_where *w, uint32_t thread, int cut,
+                         const cal_volume *v, int64_t t)
+{
+    int folded = 0;
+    uint32_t node = CAL_STACKS_NONE;
+    if (thread != CAL_PROFILE_NONE)
+        node = calx_session_stack(thread, w->frames, cut ? 0 : w->nframes, &folded);
+    if (node == CAL_STACKS_NONE) {
+        atomic_fetch_add(&M.dropped, 1);
+        return;
+    }
+    calx_session_stack_volume(node, v, folded || cut, t);
+}
+
+/* Credit a sampled allocation or copy made by the profile's thread
+   `thread` (its stack `cut` short if so); returns the line index + 1 to
    track the allocation by, or 0. */
-static uint32_t credit(const calx_where *w, int64_t weight, int python, int copy,
-                       int64_t t)
+static uint32_t credit(const calx_where *w, uint32_t thread, int cut, int64_t weight,
+                       int python, int copy, int64_t t)
 {
     cal_memory *mem = cal_profile_memory(M.profile);
     if (!copy)
         mem->samples++;
+    cal_volume v = {0};
+    volume_add(&v, weight, python, copy);
+    credit_stack(w, thread, cut, &v, t);
     uint32_t li;
     cal_line_stat *ls = line_of(w, &li);
     if (!ls)
@@ -244,6 +277,9 @@ static void settle_watched(void)
     atomic_store(&M.watched_freed, 0);
 }
 
+/* A queued event's stack while it is handled.  Protected by the GIL. */
+static calx_frame drained[CALX_FRAMES_MAX];
+
 /* Handle what threads without the GIL queued, one event at a time (the
    handlers take mu themselves).  GIL held. */
 static void drain(void)
@@ -265,28 +301,38 @@ static void drain(void)
         e = M.queue[M.qhead];
         M.qhead = (M.qhead + 1) % QUEUE_CAP;
         M.qlen--;
+        /* Its frames are copied out, so a thread queueing now may reuse
+           their room. */
+        if (e.nframes > 0)
+            memcpy(drained, M.frames + e.frame0, (size_t)e.nframes * sizeof(*drained));
+        if (!M.qlen)
+            M.frames_used = 0;
         pthread_mutex_unlock(&M.mu);
 
         calx_where w;
         switch (e.kind) {
         case Q_ALLOC:
         case Q_COPY:
-            calx_session_where_cached(e.frames, e.nframes, &w);
-            (void)credit(&w, e.a, e.python, e.kind == Q_COPY, e.t);
+            calx_session_where_cached(drained, e.nframes, &w);
+            (void)credit(&w, calx_session_thread(e.ident, e.tid), e.cut, e.a, e.python,
+                         e.kind == Q_COPY, e.t);
             break;
         case Q_FREE:
             freed(e.line, e.a, e.t);
             break;
         case Q_FOOTPRINT:
-            calx_session_where_cached(e.frames, e.nframes, &w);
+            calx_session_where_cached(drained, e.nframes, &w);
             footprint(&w, e.a, e.flags, e.t);
             break;
         }
     }
 }
 
-/* Queue an event from a thread without the GIL, with its own stack (frozen
-   while it runs without the GIL, so safe to read). */
+/* Queue an event from a thread without the GIL, with its own whole stack
+   (frozen while it runs without the GIL, so safe to read), up to
+   CALX_FRAMES_MAX frames as a CPU sample's, while the queue's frames last:
+   an event that finds less room than that keeps its innermost frames and
+   is marked cut if they fill it; one that finds none is dropped. */
 static void enqueue(const qevent *proto)
 {
     pthread_mutex_lock(&M.mu);
@@ -295,14 +341,28 @@ static void enqueue(const qevent *proto)
         atomic_fetch_add(&M.dropped, 1);
         return;
     }
-    qevent *e = &M.queue[(M.qhead + M.qlen) % QUEUE_CAP];
-    *e = *proto;
-    e->nframes = 0;
+    qevent e = *proto;
+    e.nframes = 0;
+    e.cut = 0;
     if (proto->kind != Q_FREE) {
         PyThreadState *mine = PyGILState_GetThisThreadState();
-        if (mine)
-            e->nframes = calx_thread_frames(mine, NULL, e->frames, QUEUE_FRAMES);
+        e.ident = mine ? (unsigned long)mine->thread_id : 0;
+        e.tid = calx_runtime_thread_tid(pthread_self());
+        size_t room = QUEUE_FRAMES - M.frames_used;
+        if (mine && room == 0) {
+            pthread_mutex_unlock(&M.mu);
+            atomic_fetch_add(&M.dropped, 1);
+            return;
+        }
+        if (mine) {
+            int max = room < CALX_FRAMES_MAX ? (int)room : CALX_FRAMES_MAX;
+            e.frame0 = M.frames_used;
+            e.nframes = calx_thread_frames(mine, NULL, M.frames + e.frame0, max);
+            e.cut = max < CALX_FRAMES_MAX && e.nframes == max;
+            M.frames_used += (size_t)e.nframes;
+        }
     }
+    M.queue[(M.qhead + M.qlen) % QUEUE_CAP] = e;
     M.qlen++;
     atomic_store(&M.queued, 1);
     pthread_mutex_unlock(&M.mu);
@@ -311,9 +371,10 @@ static void enqueue(const qevent *proto)
 /* ---- the shim's callbacks (any thread, inside the shim's guard) ------------ */
 
 /* Where the calling thread is, if it holds the GIL: handles what is queued
-   first, fills *w and returns 1.  Without the GIL, queues `proto` with the
-   thread's own stack and returns 0 (also 0 when the sample is dropped). */
-static int where_now(calx_where *w, const qevent *proto)
+   first, fills *w and *thread (the profile's index of the thread) and
+   returns 1.  Without the GIL, queues `proto` with the thread's own stack
+   and returns 0 (also 0 when the sample is dropped). */
+static int where_now(calx_where *w, uint32_t *thread, const qevent *proto)
 {
     PyThreadState *ts = calx_current_if_gil_held();
     if (!ts) {
@@ -325,6 +386,8 @@ static int where_now(calx_where *w, const qevent *proto)
         atomic_fetch_add(&M.dropped, 1);
         return 0;
     }
+    *thread = calx_session_thread((unsigned long)ts->thread_id,
+                                  calx_runtime_thread_tid(pthread_self()));
     return 1;
 }
 
@@ -336,9 +399,10 @@ static uint32_t on_alloc(void *ptr, size_t size, int64_t weight, int python)
     int64_t t = calx_session_elapsed_ns();
     qevent e = {.kind = Q_ALLOC, .python = (uint8_t)python, .a = weight, .t = t};
     calx_where w;
-    if (!where_now(&w, &e))
+    uint32_t thread;
+    if (!where_now(&w, &thread, &e))
         return 0;
-    uint32_t cookie = credit(&w, weight, python, 0, t);
+    uint32_t cookie = credit(&w, thread, 0, weight, python, 0, t);
     if (cookie) {
         M.recent[M.recent_next] = (recent_alloc){ptr, cookie - 1, t};
         M.recent_next = (M.recent_next + 1) % RECENT;
@@ -371,8 +435,9 @@ static void on_copy(int64_t weight)
     int64_t t = calx_session_elapsed_ns();
     qevent e = {.kind = Q_COPY, .a = weight, .t = t};
     calx_where w;
-    if (where_now(&w, &e))
-        (void)credit(&w, weight, 0, 1, t);
+    uint32_t thread;
+    if (where_now(&w, &thread, &e))
+        (void)credit(&w, thread, 0, weight, 0, 1, t);
 }
 
 static void on_footprint(int64_t live, int64_t live_python, int flags)
@@ -381,7 +446,8 @@ static void on_footprint(int64_t live, int64_t live_python, int flags)
     int64_t t = calx_session_elapsed_ns();
     qevent e = {.kind = Q_FOOTPRINT, .flags = (uint8_t)flags, .a = live, .t = t};
     calx_where w;
-    if (where_now(&w, &e))
+    uint32_t thread;
+    if (where_now(&w, &thread, &e))
         footprint(&w, live, flags, t);
 }
 
@@ -404,12 +470,19 @@ static int attach(const cal_shim_api *api, const calx_memory_config *config,
     M.profile = profile;
     M.config = *config;
     free(M.queue);
+    free(M.frames);
     M.queue = calloc(QUEUE_CAP, sizeof(qevent));
-    if (!M.queue) {
+    M.frames = calloc(QUEUE_FRAMES, sizeof(calx_frame));
+    if (!M.queue || !M.frames) {
+        free(M.queue);
+        free(M.frames);
+        M.queue = NULL;
+        M.frames = NULL;
         PyErr_NoMemory();
         return -1;
     }
     M.qhead = M.qlen = 0;
+    M.frames_used = 0;
     memset(M.recent, 0, sizeof M.recent);
     M.recent_next = 0;
     M.last_peak_t = 0;
@@ -578,7 +651,9 @@ void calx_memory_stop(void)
     cal_series_add(&mem->footprint, calx_session_elapsed_ns(), mem->end_live);
     M.attached = 0;
     free(M.queue);
+    free(M.frames);
     M.queue = NULL;
+    M.frames = NULL;
     api->guard_leave(g);
 }
 

@@ -340,7 +340,7 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
                                            CAL_PROFILE_NONE, &t) != 0)
                     E.dropped++;
                 else
-                    cal_stacks_add_times(cal_profile_stacks(p), th->left.node, &t, 0);
+                    calx_session_stack_times(th->left.node, &t, 0);
             }
             now = nt->first;
         } else if (nt) {
@@ -559,7 +559,7 @@ static void credit_place(uint32_t stat, const place *at, const cal_times *t)
     }
     for (size_t k = 0; k < at->nfuncs; k++)
         cal_profile_add_func_total(p, at->funcs[k], t);
-    cal_stacks_add_times(cal_profile_stacks(p), at->node, t, at->folded);
+    calx_session_stack_times(at->node, t, at->folded);
 }
 
 /* Remember where a sample found a thread in Python, and how it split the
@@ -697,7 +697,7 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     }
     for (size_t k = 0; k < pe->nfuncs; k++)
         cal_profile_add_func_total(p, E.pass_funcs[pe->funcs_at + k], &t);
-    cal_stacks_add_times(cal_profile_stacks(p), pe->node, &here, pe->folded);
+    calx_session_stack_times(pe->node, &here, pe->folded);
     if (samples) {
         observe_footprint(pe);
         observe_gpu(pe);
@@ -857,8 +857,7 @@ static void credit_awaiting(const awaiting_stash *a)
                                    a->func, &t) != 0)
             E.dropped++;
         else
-            cal_stacks_add_times(cal_profile_stacks(calx_session_profile()), a->node,
-                                 &t, 0);
+            calx_session_stack_times(a->node, &t, 0);
     }
 }
 
@@ -1016,7 +1015,7 @@ static void sample_native_threads(const pass_entry *main)
         t.system_ns = d_sys;
         /* In the stack view, a native thread's time is its own. */
         cal_stacks *st = cal_profile_stacks(p);
-        cal_stacks_add_times(st, cal_stacks_root(st, stat), &t, 0);
+        calx_session_stack_times(cal_stacks_root(st, stat), &t, 0);
         if (!main) {
             cal_profile_add_sample(p, stat, CAL_PROFILE_NONE, 0, CAL_PROFILE_NONE, &t);
             continue;

@@ -194,20 +194,23 @@ static void where_add(calx_where *w, const calx_code *ci, int line)
         where_funcs[w->nfuncs++] = ci->func;
 }
 
-static void where_init(calx_where *w)
+static void where_init(calx_where *w, const calx_frame *frames)
 {
     w->file = w->func = CAL_PROFILE_NONE;
     w->line = 0;
     w->funcs = where_funcs;
     w->nfuncs = 0;
+    w->frames = frames;
+    w->nframes = 0;
 }
 
 int calx_session_where(PyThreadState *ts, calx_where *w)
 {
-    where_init(w);
+    where_init(w, where_frames);
     if (!S.profile)
         return -1;
     int n = calx_thread_frames(ts, NULL, where_frames, CALX_FRAMES_MAX);
+    w->nframes = n;
     for (int i = 0; i < n; i++) {
         const calx_code *ci = calx_session_code(where_frames[i].code);
         if (!ci)
@@ -219,7 +222,8 @@ int calx_session_where(PyThreadState *ts, calx_where *w)
 
 void calx_session_where_cached(const calx_frame *frames, int n, calx_where *w)
 {
-    where_init(w);
+    where_init(w, frames);
+    w->nframes = n;
     for (int i = 0; i < n; i++) {
         const calx_code *ci = calx_codes_find(&S.codes, frames[i].code);
         if (ci)
@@ -245,6 +249,46 @@ uint32_t calx_session_stack(uint32_t thread, const calx_frame *frames, int n,
         node = child;
     }
     return node;
+}
+
+void calx_session_stack_times(uint32_t node, const cal_times *t, int folded)
+{
+    cal_stacks *st = cal_profile_stacks(S.profile);
+    if (node >= st->nnodes)
+        return;
+    cal_stacks_add_times(st, node, t, folded);
+    int64_t all = cal_times_all(t);
+    if (all == 0 && t->samples == 0)
+        return;
+    /* Best effort: a sample the timeline has no memory for is left out
+       of it (it is credited above). */
+    (void)cal_timeline_add(
+        cal_profile_timeline(S.profile), st->nodes[node].thread,
+        calx_session_elapsed_ns(), node,
+        cal_timeline_cpu_kind(t->python_ns, t->native_ns, t->system_ns, t->waiting_ns),
+        all);
+}
+
+void calx_session_stack_volume(uint32_t node, const cal_volume *v, int folded,
+                               int64_t t_ns)
+{
+    cal_stacks *st = cal_profile_stacks(S.profile);
+    if (node >= st->nnodes)
+        return;
+    cal_stacks_add_volume(st, node, v, folded);
+    uint32_t kind = v->copied         ? CAL_TL_COPY
+                    : v->alloc_python ? CAL_TL_ALLOC_PYTHON
+                                      : CAL_TL_ALLOC_NATIVE;
+    int64_t bytes = v->copied + v->alloc_python + v->alloc_native;
+    (void)cal_timeline_add(cal_profile_timeline(S.profile), st->nodes[node].thread,
+                           t_ns, node, kind, bytes);
+}
+
+uint32_t calx_session_thread(unsigned long ident, int tid)
+{
+    if (!S.profile)
+        return CAL_PROFILE_NONE;
+    return cal_profile_thread(S.profile, ident, tid, 0);
 }
 
 void calx_session_after_fork_child(void)

@@ -76,13 +76,16 @@ int calx_session_paused(void);
 int64_t calx_session_paused_ns(void);
 
 /* Where a thread is, for the memory engine: the innermost profiled line and
-   the profiled functions on the stack (once each).  file == func ==
-   CAL_PROFILE_NONE when no profiled code is on it. */
+   the profiled functions on the stack (once each), and the whole stack
+   (for calx_session_stack).  file == func == CAL_PROFILE_NONE when no
+   profiled code is on it. */
 typedef struct calx_where {
     uint32_t file, func;
     int32_t line;
     const uint32_t *funcs; /* valid until the next call */
     size_t nfuncs;
+    const calx_frame *frames; /* innermost first; valid until the next call */
+    int nframes;              /* (calx_session_where_cached: the caller's) */
 } calx_where;
 
 /* Where thread `ts` is.  Caller holds the GIL and is `ts` or has it
@@ -101,6 +104,26 @@ void calx_session_where_cached(const calx_frame *frames, int n, calx_where *w);
    CAL_STACKS_NONE if not even the root can be had.  GIL held. */
 uint32_t calx_session_stack(uint32_t thread, const calx_frame *frames, int n,
                             int *folded);
+
+/* Credit a CPU sample's times to a node of the stack table (as
+   cal_stacks_add_times), and put the sample on the profile's timeline of
+   samples (cal_timeline.h) at the node's thread, now, by the largest of its
+   four kinds of time.  A NONE node is ignored.  GIL held. */
+void calx_session_stack_times(uint32_t node, const cal_times *t, int folded);
+
+/* The same for an allocation or copy sample's volume (one of its three
+   figures), taken at t_ns (calx_session_elapsed_ns time). */
+void calx_session_stack_volume(uint32_t node, const cal_volume *v, int folded,
+                               int64_t t_ns);
+
+/* The profile's index of the thread (threading.get_ident(), 0 for a thread
+   that never ran Python; kernel thread id `tid`), made on first sight as
+   the CPU sampler would make it (cal_profile_thread): a thread that
+   allocates before its first CPU sample.  Every thread that existed when
+   the session began is registered then, so a new one is never the main
+   thread.  CAL_PROFILE_NONE with no profile or on allocation failure.
+   GIL held. */
+uint32_t calx_session_thread(unsigned long ident, int tid);
 
 /* In a forked child (pthread_atfork; no allocation, no lock): another
    thread may have held the session's mutex at fork(). */

@@ -630,7 +630,7 @@ static void test_fuzz(const char *generated, size_t n)
     fuzz_profile(generated, n, 4000);
     static const char *const fixtures[] = {
         "tests/data/memory.json", "tests/data/cpu.json", "tests/data/empty.json",
-        "tests/data/procs.json"};
+        "tests/data/procs.json", "tests/data/stacks.json"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         size_t len;
         char *text = read_fixture(fixtures[i], &len);
@@ -1535,7 +1535,7 @@ static void test_fuzz_types(void)
 {
     static const char *const fixtures[] = {
         "tests/data/memory.json", "tests/data/cpu.json", "tests/data/empty.json",
-        "tests/data/procs.json"};
+        "tests/data/procs.json", "tests/data/stacks.json"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         size_t len;
         char *doc = read_fixture(fixtures[i], &len);
@@ -1675,8 +1675,9 @@ static void test_utf8(void)
 }
 
 /* The stack table: frames and nodes are found again, not duplicated; a
-   full table credits a stack's nearest caller and says how much; a merge
-   brings a child's tree under its own thread's root, parents first. */
+   full table credits a stack's nearest caller and says how much, of time
+   and of allocation and copy volume; a merge brings a child's tree under
+   its own thread's root, parents first, with its volumes. */
 static void test_stacks(void)
 {
     cal_profile *p = cal_profile_new();
@@ -1696,6 +1697,16 @@ static void test_stacks(void)
     CHECK(st->nodes[b].parent == a && st->nodes[b].thread == t0);
     cal_times t = {.python_ns = 5000000, .samples = 1};
     cal_stacks_add_times(st, b, &t, 0);
+    cal_volume v = {
+        .alloc_python = 3000, .alloc_native = 700, .copied = 50, .samples = 2};
+    cal_volume copy = {.copied = 1 << 20};
+    cal_stacks_add_volume(st, b, &v, 0);
+    cal_stacks_add_volume(st, r1, &copy, 0); /* a native thread's, at its root */
+    CHECK(st->nodes[b].alloc_python == 3000 && st->nodes[b].alloc_native == 700 &&
+          st->nodes[b].copied == 50 && st->nodes[b].alloc_samples == 2);
+    CHECK(st->nodes[r1].copied == 1 << 20 && st->nodes[r1].alloc_samples == 0);
+    CHECK(st->folded_bytes == 0 && st->folded_samples == 0);
+    cal_stacks_add_volume(st, CAL_STACKS_NONE, &v, 0); /* ignored */
     /* Fill it: the next new stack stops at its caller, and is counted. */
     int32_t line = 100;
     while (st->nnodes < CAL_STACKS_MAX_NODES)
@@ -1704,6 +1715,9 @@ static void test_stacks(void)
     cal_stacks_add_times(st, b, &t, 1);
     CHECK(st->nodes[b].python_ns == 10000000 && st->folded_ns == 5000000 &&
           st->folded_samples == 1);
+    cal_stacks_add_volume(st, b, &v, 1);
+    CHECK(st->nodes[b].alloc_python == 6000 && st->nodes[b].alloc_samples == 4);
+    CHECK(st->folded_bytes == 3750 && st->folded_samples == 3);
 
     /* Merged into a profile with a tree of its own. */
     cal_profile *q = cal_profile_new();
@@ -1725,15 +1739,21 @@ static void test_stacks(void)
        written). */
     CHECK(qs->nframes == 1);
     size_t roots = 0;
-    int64_t total = 0;
+    int64_t total = 0, py = 0, native = 0, copied = 0, samples = 0;
     for (size_t i = 0; i < qs->nnodes; i++) {
         roots += qs->nodes[i].parent == CAL_STACKS_NONE;
         CHECK(qs->nodes[i].parent == CAL_STACKS_NONE || qs->nodes[i].parent < i);
         total += qs->nodes[i].python_ns;
+        py += qs->nodes[i].alloc_python;
+        native += qs->nodes[i].alloc_native;
+        copied += qs->nodes[i].copied;
+        samples += qs->nodes[i].alloc_samples;
     }
     CHECK(roots == 3);
     CHECK(total == 15000000);
+    CHECK(py == 6000 && native == 1400 && copied == 100 + (1 << 20) && samples == 4);
     CHECK(qs->folded_ns == 5000000);
+    CHECK(qs->folded_bytes == 3750 && qs->folded_samples == 3);
     cal_jdoc_free(&doc);
     free(text);
     cal_profile_free(q);
@@ -2083,6 +2103,135 @@ static void test_export_firefox(void)
     cal_profile_free(p);
 }
 
+/* The timeline of samples: bounded at its cap however many samples come,
+   each thread keeping exactly its samples numbered by multiples of the
+   stride; written, checked (a bad member refused by name) and merged with
+   a coarser stride, times moved to the parent's start. */
+static void test_timeline(void)
+{
+    CHECK(cal_timeline_cpu_kind(1, 5, 5, 0) == CAL_TL_NATIVE); /* ties: the first */
+    CHECK(cal_timeline_cpu_kind(0, 0, 0, 7) == CAL_TL_WAITING);
+    CHECK(cal_timeline_cpu_kind(0, 0, 0, 0) == CAL_TL_PYTHON);
+
+    cal_timeline tl;
+    cal_timeline_init(&tl);
+    tl.cap = 8;
+    /* Thread 0: 100 samples (t = its number); thread 3: 30. */
+    for (int64_t i = 0; i < 100; i++) {
+        CHECK(cal_timeline_add(&tl, 0, i, 1, CAL_TL_PYTHON, 10) == 0);
+        if (i < 30)
+            CHECK(cal_timeline_add(&tl, 3, 1000 + i, 2, CAL_TL_ALLOC_NATIVE, 4096) ==
+                  0);
+        CHECK(tl.total <= tl.cap);
+    }
+    /* 130 samples into 8: stride 32 keeps 0, 32, 64, 96 of thread 0 and 0
+       of thread 3 (5); 16 would keep 7 + 2 = 9. */
+    CHECK(tl.every == 32 && tl.total == 5);
+    CHECK(tl.threads[0].n == 4 && tl.threads[3].n == 1);
+    for (size_t k = 0; k < tl.threads[0].n; k++)
+        CHECK(tl.threads[0].v[k].t == (int64_t)(k * tl.every));
+    CHECK(tl.threads[3].v[0].t == 1000 &&
+          tl.threads[3].v[0].kind == CAL_TL_ALLOC_NATIVE);
+    CHECK(tl.threads[1].n == 0 && tl.threads[0].seen == 100);
+    cal_timeline_free(&tl);
+
+    /* In a profile: written, checked, merged into another. */
+    cal_profile *child = cal_profile_new(), *q = cal_profile_new();
+    uint32_t cfile = cal_profile_string(child, "/a.py", 5),
+             cf = cal_profile_string(child, "f", 1);
+    cal_stacks *cs = cal_profile_stacks(child);
+    uint32_t ct = cal_profile_thread(child, 7, 70, 1);
+    uint32_t croot = cal_stacks_root(cs, ct);
+    uint32_t cnode =
+        cal_stacks_child(cs, croot, cal_stacks_frame(cs, cfile, cf, 3, 0), 4);
+    cal_timeline *ctl = cal_profile_timeline(child);
+    ctl->cap = 4;
+    for (int64_t i = 0; i < 6; i++) /* stride 2: numbers 0, 2, 4 */
+        CHECK(cal_timeline_add(ctl, ct, 100 + i, i % 2 ? croot : cnode, CAL_TL_COPY,
+                               1 << 20) == 0);
+    CHECK(ctl->every == 2 && ctl->total == 3);
+    uint32_t qt = cal_profile_thread(q, 1, 10, 1);
+    cal_stacks *qs = cal_profile_stacks(q);
+    uint32_t qroot = cal_stacks_root(qs, qt);
+    cal_timeline *qtl = cal_profile_timeline(q);
+    for (int64_t i = 0; i < 4; i++) /* stride 1: numbers 0 to 3 */
+        CHECK(cal_timeline_add(qtl, qt, i, qroot, CAL_TL_SYSTEM, 500) == 0);
+    size_t len;
+    char *text = profile_json(child, 1000.5, &len);
+    CHECK(strstr(text, "\"timeline\": {") != NULL);
+    CHECK(strstr(text, "\"every\": 2") != NULL);
+    CHECK(view_check_text(text, len) == NULL);
+    static const struct {
+        const char *from, *to, *why;
+    } cases[] = {
+        {"\"every\": 2", "\"every\": 0", "stacks.timeline.every: 0 is out of range"},
+        {"[100,1,6,1048576]", "[100,1,7,1048576]",
+         "stacks.timeline.threads[0].samples[0][2]: 7 is out of range"},
+        {"[100,1,6,1048576]", "[100,1,6]",
+         "stacks.timeline.threads[0].samples[0]: expected 4 items, not 3"},
+        {"[100,1,6,1048576]", "[-1,1,6,1048576]",
+         "stacks.timeline.threads[0].samples[0][0]: -1 is out of range"},
+        {"\"thread\": 0", "\"thread\": \"0\"",
+         "stacks.timeline.threads[0].thread: expected a whole number, not a string"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t n;
+        char *bad = replaced(text, len, cases[i].from, cases[i].to, &n);
+        if (!bad)
+            continue;
+        const char *why = view_check_text(bad, n);
+        CHECK(why && strstr(why, cases[i].why));
+        if (!why || !strstr(why, cases[i].why))
+            fprintf(stderr, "  %s -> %s -> %s\n", cases[i].from, cases[i].to,
+                    why ? why : "accepted");
+        free(bad);
+    }
+    cal_jdoc doc;
+    char err[200];
+    CHECK(cal_jdoc_parse(&doc, text, len, err, sizeof err) == 0);
+    CHECK(cal_merge_add(q, doc.root, 1000.0, err, sizeof err) == 0);
+    /* Both at stride 2: q keeps its 0 and 2, the child's three come at its
+       thread here, at its nodes here, half a second later. */
+    CHECK(qtl->every == 2 && qtl->total == 5);
+    uint32_t mt = CAL_PROFILE_NONE;
+    for (uint32_t i = 0; i < qtl->nthreads; i++)
+        if (i != qt && qtl->threads[i].n)
+            mt = i;
+    CHECK(mt != CAL_PROFILE_NONE && mt < qtl->nthreads);
+    if (mt != CAL_PROFILE_NONE && mt < qtl->nthreads) {
+        const cal_tl_thread *th = &qtl->threads[mt];
+        CHECK(th->n == 3);
+        for (size_t k = 0; k < th->n && k < 3; k++) {
+            CHECK(th->v[k].t == 100 + 2 * (int64_t)k + 500000000);
+            CHECK(th->v[k].kind == CAL_TL_COPY && th->v[k].value == 1 << 20);
+            CHECK(th->v[k].node < qs->nnodes && qs->nodes[th->v[k].node].thread == mt);
+            CHECK(qs->nodes[th->v[k].node].frame != CAL_STACKS_NONE);
+        }
+    }
+    CHECK(qtl->threads[qt].n == 2 && qtl->threads[qt].v[1].t == 2);
+    cal_jdoc_free(&doc);
+    free(text);
+    cal_profile_free(q);
+    cal_profile_free(child);
+
+    /* Written in time order, whatever order they were credited in (a
+       queued allocation is credited after a later CPU sample). */
+    cal_profile *r = cal_profile_new();
+    uint32_t rt = cal_profile_thread(r, 3, 30, 1);
+    uint32_t rroot = cal_stacks_root(cal_profile_stacks(r), rt);
+    cal_timeline *rtl = cal_profile_timeline(r);
+    CHECK(cal_timeline_add(rtl, rt, 30000, rroot, CAL_TL_PYTHON, 7) == 0);
+    CHECK(cal_timeline_add(rtl, rt, 10000, rroot, CAL_TL_ALLOC_PYTHON, 8) == 0);
+    CHECK(cal_timeline_add(rtl, rt, 20000, rroot, CAL_TL_COPY, 9) == 0);
+    text = profile_json(r, 1000.0, &len);
+    const char *a = strstr(text, "[10000,"), *b = strstr(text, "[20000,"),
+               *c = strstr(text, "[30000,");
+    CHECK(a && b && c && a < b && b < c);
+    CHECK(view_check_text(text, len) == NULL);
+    free(text);
+    cal_profile_free(r);
+}
+
 int main(void)
 {
     test_map();
@@ -2113,6 +2262,7 @@ int main(void)
     test_pb_encoding();
     test_export();
     test_export_firefox();
+    test_timeline();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
