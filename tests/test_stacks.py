@@ -267,6 +267,14 @@ def test_written_table_keeps_the_heaviest_stacks_and_stays_small(run_calipers, t
     assert folded["samples"] > 0, "the program must make more stacks than are written"
     assert size < 2_000_000, size
 
+    # The timeline's samples name written nodes of their own thread (a
+    # sample of a node merged into its caller names the caller).
+    timeline = prof.profile["stacks"]["timeline"]
+    for th in timeline["threads"]:
+        for t, node, kind, value in th["samples"]:
+            assert 0 <= node < len(tree.nodes)
+            assert tree.nodes[node]["thread"] == th["thread"]
+
     # Nothing is lost: the tree's time is the threads' time.
     total = sum(tree.self_time(i) for i in range(len(tree.nodes)))
     threads = sum(t["python_s"] + t["native_s"] + t["system_s"] + t["waiting_s"]
