@@ -165,7 +165,10 @@ def test_tree_has_the_programs_call_structure(run_calipers, tmp_path):
     # ~200 samples of leaf the share's sampling error is ~3%.
     deep = sum(c["deep"] for c in by_thread.values())
     shallow = sum(c["shallow"] for c in by_thread.values())
-    assert 0.65 <= deep / (deep + shallow) <= 0.85, (deep, shallow)
+    # (Once, in a full run of the suite, it read 0.62: 1.48 s and 0.92 s;
+    # 30 runs alone, loaded or not, read 0.72-0.78.  On failure, each
+    # thread's split.)
+    assert 0.65 <= deep / (deep + shallow) <= 0.85, (deep, shallow, by_thread)
 
     # The function table and the tree come from the same samples: each
     # function's total is the inclusive time of its outermost nodes.
