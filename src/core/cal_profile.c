@@ -164,15 +164,19 @@ static uint64_t thread_key(uint32_t process, uint64_t ident, int32_t tid)
     return cal_hash_u64(ident ^ cal_hash_u64(process)) ^ (uint64_t)(uint32_t)tid;
 }
 
+/* The row of (process, ident, tid).  With `any_ident`, any row of that
+   kernel thread: a thread known by its kernel id alone (ident 0: a native
+   thread, or a C thread's allocation made while it had no thread state)
+   is the same thread as the Python one with that id. */
 static uint32_t thread_find(const cal_profile *p, uint32_t process, uint64_t ident,
-                            int32_t tid)
+                            int32_t tid, int any_ident)
 {
     size_t cursor = 0;
     uint32_t id;
     while ((id = cal_map_find(&p->thread_index, thread_key(process, ident, tid),
                               &cursor)) != CAL_MAP_NONE) {
         const cal_thread_stat *t = vec_at(&p->threads, id);
-        if (t->ident == ident && t->tid == tid && t->process == process)
+        if (t->tid == tid && t->process == process && (t->ident == ident || any_ident))
             return id;
     }
     return CAL_PROFILE_NONE;
@@ -187,14 +191,14 @@ uint32_t cal_profile_thread_in(cal_profile *p, uint32_t process, uint64_t ident,
                                int32_t tid, int is_main)
 {
     uint64_t h = thread_key(process, ident, tid);
-    uint32_t id = thread_find(p, process, ident, tid);
+    uint32_t id = thread_find(p, process, ident, tid, ident == 0 && tid > 0);
     if (id != CAL_PROFILE_NONE)
         return id;
     if (ident != 0 && tid > 0) {
         /* A thread that did native work before it first ran Python (a C
            library's thread calling back into it) already has a native
            thread's entry (ident 0): it becomes this thread's. */
-        id = thread_find(p, process, 0, tid);
+        id = thread_find(p, process, 0, tid, 0);
         if (id != CAL_PROFILE_NONE) {
             if (cal_map_put(&p->thread_index, h, id) != 0)
                 return CAL_PROFILE_NONE;
@@ -218,6 +222,10 @@ uint32_t cal_profile_thread_in(cal_profile *p, uint32_t process, uint64_t ident,
     t->tid = tid;
     t->is_main = is_main;
     t->name = CAL_PROFILE_NONE;
+    /* Found by its kernel id alone too (thread_find's any_ident); out of
+       memory, such a lookup makes a row of its own. */
+    if (ident != 0 && tid > 0)
+        (void)cal_map_put(&p->thread_index, thread_key(process, 0, tid), id);
     return id;
 }
 

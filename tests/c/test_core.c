@@ -167,7 +167,14 @@ static void test_profile(void)
     cal_profile_set_thread_name(p, nat, "worker");
     CHECK(cal_profile_thread(p, 88, 555, 0) == nat);
     CHECK(cal_profile_thread(p, 88, 555, 0) == nat);
-    CHECK(cal_profile_thread(p, 0, 555, 0) != nat); /* a native one again: new */
+    /* ... and by its kernel id alone (a C thread's allocation made while
+       it had no thread state): the same row, not a second one */
+    CHECK(cal_profile_thread(p, 0, 555, 0) == nat);
+    /* a Python thread first seen by its ident, then by its kernel id
+       alone: one row too */
+    uint32_t py = cal_profile_thread(p, 99, 777, 0);
+    CHECK(cal_profile_thread(p, 0, 777, 0) == py);
+    CHECK(cal_profile_thread(p, 99, 777, 0) == py);
     CHECK(cal_profile_nthreads(p) == 4);
     CHECK(cal_profile_thread_at(p, nat)->ident == 88);
     CHECK(cal_profile_thread_at(p, nat)->name == CAL_PROFILE_NONE);
