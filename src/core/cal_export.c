@@ -15,6 +15,8 @@
  */
 #include "cal_export.h"
 
+#include "cal_stacks.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,22 +26,8 @@ static const char *const FORMATS[CAL_EXPORT_NFORMATS] = {
     "pprof", "speedscope", "collapsed", "collapsed-alloc", "firefox",
 };
 
-/* docs/FORMAT.md, "stacks": the node columns, in order. */
-static const char *const FIELDS[CAL_EXN_NFIELDS] = {
-    "parent",
-    "frame",
-    "line",
-    "thread",
-    "python_s",
-    "native_s",
-    "system_s",
-    "waiting_s",
-    "samples",
-    "alloc_python_bytes",
-    "alloc_native_bytes",
-    "copied_bytes",
-    "alloc_samples",
-};
+/* The node columns are the writer's (cal_stacks_node_fields), in order. */
+_Static_assert(CAL_EXN_NFIELDS == CAL_STACKS_NODE_FIELDS, "one column list");
 
 int cal_export_format_named(const char *name)
 {
@@ -111,10 +99,10 @@ static int table_read(cal_extable *t, const cal_jv *root, char *err, size_t cap)
     const cal_jv *fields = cal_jv_get(stacks, "node_fields");
     for (int i = 0; i < CAL_EXN_NFIELDS; i++) {
         const char *got = cal_jv_str(cal_jv_at(fields, (size_t)i), NULL);
-        if (!got || strcmp(got, FIELDS[i]) != 0) {
+        if (!got || strcmp(got, cal_stacks_node_fields[i]) != 0) {
             snprintf(err, cap,
                      "corrupt profile: stacks.node_fields[%d]: expected \"%s\"", i,
-                     FIELDS[i]);
+                     cal_stacks_node_fields[i]);
             return -1;
         }
     }

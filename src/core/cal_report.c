@@ -735,24 +735,6 @@ done:
     free(fi);
 }
 
-/* Nodes are written as arrays, one per line, in these columns; -1 for a
-   root's parent and frame. */
-static const char *const NODE_FIELDS[] = {
-    "parent",
-    "frame",
-    "line",
-    "thread",
-    "python_s",
-    "native_s",
-    "system_s",
-    "waiting_s",
-    "samples",
-    "alloc_python_bytes",
-    "alloc_native_bytes",
-    "copied_bytes",
-    "alloc_samples",
-};
-
 static void json_ref(cal_json *j, uint32_t ref)
 {
     cal_json_int(j, ref == CAL_STACKS_NONE ? -1 : (int64_t)ref);
@@ -865,8 +847,10 @@ static void json_stacks(cal_json *j, const cal_profile *p)
     cal_json_key(j, "node_fields");
     cal_json_flat(j);
     cal_json_array_begin(j);
-    for (size_t i = 0; i < sizeof NODE_FIELDS / sizeof *NODE_FIELDS; i++)
-        cal_json_string(j, NODE_FIELDS[i]);
+    /* Nodes are written as arrays, one per line, in these columns; -1 for
+       a root's parent and frame. */
+    for (size_t i = 0; i < CAL_STACKS_NODE_FIELDS; i++)
+        cal_json_string(j, cal_stacks_node_fields[i]);
     cal_json_array_end(j);
     cal_json_key(j, "nodes");
     cal_json_array_begin(j);

@@ -6,6 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const cal_stacks_node_fields[CAL_STACKS_NODE_FIELDS] = {
+    "parent",
+    "frame",
+    "line",
+    "thread",
+    "python_s",
+    "native_s",
+    "system_s",
+    "waiting_s",
+    "samples",
+    "alloc_python_bytes",
+    "alloc_native_bytes",
+    "copied_bytes",
+    "alloc_samples",
+};
+
 void cal_stacks_init(cal_stacks *s)
 {
     memset(s, 0, sizeof(*s));

@@ -37,6 +37,11 @@
 struct cal_times;
 struct cal_volume;
 
+/* A written node's columns (docs/FORMAT.md, "stacks": `node_fields`), in
+   order: what the JSON writer writes and the exports read. */
+#define CAL_STACKS_NODE_FIELDS 13
+extern const char *const cal_stacks_node_fields[CAL_STACKS_NODE_FIELDS];
+
 typedef struct cal_stack_frame {
     uint32_t file, name; /* string ids of the profile */
     int32_t first_line;
