@@ -740,6 +740,17 @@ static void json_ref(cal_json *j, uint32_t ref)
     cal_json_int(j, ref == CAL_STACKS_NONE ? -1 : (int64_t)ref);
 }
 
+/* `key`: the list of names, on one line (a table's columns or kinds). */
+static void json_names(cal_json *j, const char *key, const char *const *names, size_t n)
+{
+    cal_json_key(j, key);
+    cal_json_flat(j);
+    cal_json_array_begin(j);
+    for (size_t i = 0; i < n; i++)
+        cal_json_string(j, names[i]);
+    cal_json_array_end(j);
+}
+
 static const char *const TIMELINE_FIELDS[] = {"time_ns", "node", "kind", "value"};
 
 /* Samples in time order; those at the same time in the order they came.
@@ -765,18 +776,9 @@ static void json_sample_timeline(cal_json *j, const cal_timeline *tl,
     cal_json_object_begin(j);
     cal_json_key(j, "every");
     cal_json_int(j, (int64_t)tl->every);
-    cal_json_key(j, "kinds");
-    cal_json_flat(j);
-    cal_json_array_begin(j);
-    for (size_t i = 0; i < CAL_TL_KINDS; i++)
-        cal_json_string(j, cal_timeline_kinds[i]);
-    cal_json_array_end(j);
-    cal_json_key(j, "sample_fields");
-    cal_json_flat(j);
-    cal_json_array_begin(j);
-    for (size_t i = 0; i < sizeof TIMELINE_FIELDS / sizeof *TIMELINE_FIELDS; i++)
-        cal_json_string(j, TIMELINE_FIELDS[i]);
-    cal_json_array_end(j);
+    json_names(j, "kinds", cal_timeline_kinds, CAL_TL_KINDS);
+    json_names(j, "sample_fields", TIMELINE_FIELDS,
+               sizeof TIMELINE_FIELDS / sizeof *TIMELINE_FIELDS);
     cal_json_key(j, "threads");
     cal_json_array_begin(j);
     for (size_t i = 0; i < tl->nthreads; i++) {
@@ -844,14 +846,9 @@ static void json_stacks(cal_json *j, const cal_profile *p)
         cal_json_object_end(j);
     }
     cal_json_array_end(j);
-    cal_json_key(j, "node_fields");
-    cal_json_flat(j);
-    cal_json_array_begin(j);
     /* Nodes are written as arrays, one per line, in these columns; -1 for
        a root's parent and frame. */
-    for (size_t i = 0; i < CAL_STACKS_NODE_FIELDS; i++)
-        cal_json_string(j, cal_stacks_node_fields[i]);
-    cal_json_array_end(j);
+    json_names(j, "node_fields", cal_stacks_node_fields, CAL_STACKS_NODE_FIELDS);
     cal_json_key(j, "nodes");
     cal_json_array_begin(j);
     for (size_t i = 0; i < st->nnodes; i++) {
