@@ -1,0 +1,164 @@
+"""Memory snapshots of real programs: calipers.memory against tracemalloc
+(exact) on the same program, the files `calipers run --snapshot-every` and
+`calipers snapshot PID` write, and get_object_traceback on sampled
+objects."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import PROGRAMS
+
+import calipers.memory as memory
+
+
+def live_lines(run_calipers, run_plain, tmp_path, grow=False):
+    """calipers.memory's and tracemalloc's bytes per line of live_lines.py."""
+    extra = ["--grow"] if grow else []
+    cal = tmp_path / "cal.json"
+    run = run_calipers(PROGRAMS / "live_lines.py", str(cal), *extra, options=["--no-report"],
+                       timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    exact = tmp_path / "exact.json"
+    plain = run_plain(PROGRAMS / "live_lines.py", str(exact), "--tracemalloc", *extra,
+                      timeout=600)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    return json.loads(cal.read_text()), json.loads(exact.read_text())
+
+
+def test_bytes_per_line_agree_with_tracemalloc_within_three_standard_errors(
+        run_calipers, run_plain, tmp_path):
+    cal, exact = live_lines(run_calipers, run_plain, tmp_path)
+    truth = {int(k): v[0] for k, v in exact["lines"].items()}
+    est = {int(k): v for k, v in cal["lines"].items()}
+    total = sum(truth.values())
+    assert total > 500 << 20  # the program holds what it says
+    checked = 0
+    for line, size in truth.items():
+        if size < total / 100:
+            continue
+        got, stderr = est.get(line, (0, 0))
+        assert stderr > 0, "line %d: a sampled estimate with no error bar" % line
+        assert abs(got - size) <= 3 * stderr, (
+            "line %d: %d bytes estimated +- %d, %d exact" % (line, got, stderr, size))
+        # The error bars are informative, not huge.
+        assert stderr < 0.2 * size + (4 << 20), (line, stderr, size)
+        checked += 1
+    assert checked >= 6
+    top = lambda d: [k for k, _ in sorted(d.items(), key=lambda kv: -kv[1])][:10]  # noqa: E731
+    big = [line for line in top(truth) if truth[line] >= total / 100]
+    assert [line for line in top({k: v[0] for k, v in est.items()}) if line in big] == big
+
+
+def test_compare_to_ranks_a_line_that_grew_by_20_MB_first(run_calipers, run_plain, tmp_path):
+    cal, _ = live_lines(run_calipers, run_plain, tmp_path, grow=True)
+    before = memory.Snapshot.load(str(tmp_path / "cal.json.before"))
+    after = memory.Snapshot.load(str(tmp_path / "cal.json.after"))
+    diff = after.compare_to(before, "lineno")
+    first = diff[0]
+    source = (PROGRAMS / "live_lines.py").read_text().splitlines()
+    assert "GROWS" in source[first.traceback[0].lineno - 1], diff[:3]
+    assert abs(first.size_diff - (20 << 20)) < 3 * first.size_diff_stderr + (1 << 20)
+    assert first.significant
+
+
+def test_snapshot_every_writes_snapshots_of_each_process(run_calipers, tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import os, time\n"
+        "keep = [bytearray(4096) for _ in range(20000)]\n"
+        "pid = os.fork()\n"
+        "time.sleep(1.5)\n"
+        "if pid:\n"
+        "    os.waitpid(pid, 0)\n")
+    run = run_calipers(prog, options=["--no-report", "--snapshot-every", "0.5"])
+    assert run.returncode == 0, run.stderr
+    snaps = sorted(tmp_path.glob("profile.*.snapshot"))
+    pids = {p.name.split(".")[1] for p in snaps}
+    assert len(pids) == 2, snaps
+    for path in snaps:
+        s = memory.Snapshot.load(str(path))
+        assert s.traceback_limit == 64
+        held = sum(st.size for st in s.statistics("lineno")
+                   if st.traceback[0].filename == str(prog) and st.traceback[0].lineno == 2)
+        assert 40 << 20 < held < 160 << 20, (path, held)  # 20000 x 4 KiB, sampled
+
+
+def test_calipers_snapshot_pid_writes_one_now(tmp_path):
+    prog = tmp_path / "prog.py"
+    ready = tmp_path / "ready"
+    prog.write_text(
+        "import time, sys\n"
+        "keep = [bytearray(1 << 20) for _ in range(64)]\n"
+        "open(sys.argv[1], 'w').close()\n"
+        "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "calipers", "run", "--no-report", "-o",
+                             str(tmp_path / "p.json"), str(prog), str(ready)],
+                            cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while not ready.exists():
+            assert proc.poll() is None and time.time() < deadline, proc.stderr.read()
+            time.sleep(0.05)
+        ask = subprocess.run([sys.executable, "-m", "calipers", "snapshot", str(proc.pid)],
+                             capture_output=True, text=True, timeout=120)
+        assert ask.returncode == 0, ask.stderr
+        path = tmp_path / ("p.%d.1.snapshot" % proc.pid)
+        assert str(path) in ask.stderr
+        s = memory.Snapshot.load(str(path))
+        lines = {st.traceback[0].lineno: st.size for st in s.statistics("lineno")
+                 if st.traceback[0].filename == str(prog)}
+        assert 40 << 20 < lines.get(2, 0) < 100 << 20, lines
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+
+
+def test_snapshot_of_a_cpu_only_run_is_refused_with_one_line(tmp_path):
+    prog = tmp_path / "prog.py"
+    ready = tmp_path / "ready"
+    prog.write_text("import time, sys\nopen(sys.argv[1], 'w').close()\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "calipers", "run", "--cpu-only",
+                             "--no-report", "-o", str(tmp_path / "p.json"), str(prog),
+                             str(ready)], cwd=tmp_path)
+    try:
+        deadline = time.time() + 60
+        while not ready.exists():
+            assert proc.poll() is None and time.time() < deadline
+            time.sleep(0.05)
+        ask = subprocess.run([sys.executable, "-m", "calipers", "snapshot", str(proc.pid)],
+                             capture_output=True, text=True, timeout=60)
+        assert ask.returncode == 1
+        assert "--cpu-only" in ask.stderr and len(ask.stderr.strip().splitlines()) == 1
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+
+
+def test_get_object_traceback_names_where_a_sampled_object_was_made(run_calipers, tmp_path):
+    prog = tmp_path / "prog.py"
+    out = tmp_path / "out.json"
+    prog.write_text(
+        "import json, sys\n"
+        "import calipers.memory as memory\n"
+        "memory.start(10)\n"
+        "def make():\n"
+        "    out = []\n"
+        "    for _ in range(4000): out.append(bytes(8192))\n"
+        "    return out\n"
+        "objs = make()\n"
+        "found = [memory.get_object_traceback(o) for o in objs]\n"
+        "tbs = [tb for tb in found if tb is not None]\n"
+        "json.dump({'found': len(tbs), 'frames': [(f.filename, f.lineno) for f in tbs[0]]},\n"
+        "          open(sys.argv[1], 'w'))\n")
+    run = run_calipers(prog, str(out), options=["--no-report"])
+    assert run.returncode == 0, run.stderr
+    got = json.loads(out.read_text())
+    # 32 MiB in 8 KiB objects at a 256 KiB mean: about 128 sampled objects.
+    assert 40 < got["found"] < 400, got
+    assert got["frames"] == [[str(prog), 8], [str(prog), 6]], got
