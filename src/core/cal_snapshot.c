@@ -729,8 +729,11 @@ int cal_snapshot_read(const char *path, cal_snapshot *out, char *err, size_t err
         errno = saved;
         return -1;
     }
-    rc = cal_snapshot_decode(data, len, out, err, errlen);
+    char why[512];
+    rc = cal_snapshot_decode(data, len, out, why, sizeof why);
     free(data);
+    if (rc != 0)
+        snprintf(err, errlen, "%s: %s", path, why);
     errno = 0;
     return rc;
 }

@@ -22,6 +22,7 @@
 #include "sampler.h"
 #include "session.h"
 #include "signals.h"
+#include "snapfile.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -736,6 +737,10 @@ static PyMethodDef methods[] = {
     {"render_text", py_render_text, METH_VARARGS, render_text_doc},
     {"render_html", py_render_html, METH_VARARGS, render_html_doc},
     {"export", py_export, METH_VARARGS, export_doc},
+    {"snapshot_encode", calx_snapshot_encode, METH_VARARGS, calx_snapshot_encode_doc},
+    {"snapshot_decode", calx_snapshot_decode, METH_O, calx_snapshot_decode_doc},
+    {"snapshot_write", calx_snapshot_write, METH_VARARGS, calx_snapshot_write_doc},
+    {"snapshot_read", calx_snapshot_read, METH_O, calx_snapshot_read_doc},
     {NULL, NULL, 0, NULL},
 };
 
