@@ -431,8 +431,10 @@ static int take_count(reader *r, const char *section, size_t min_item, int wide,
     size_t left = r->len - r->at - TRAILER_LEN;
     if (n > left / min_item)
         return fail(
-            r, "%s: count %llu needs at least %llu bytes, %zu are left", section,
-            (unsigned long long)n,
+            r,
+            "truncated or corrupt snapshot: %s count %llu needs at least %llu bytes, "
+            "%zu are left",
+            section, (unsigned long long)n,
             (unsigned long long)(n > UINT64_MAX / min_item ? UINT64_MAX : n * min_item),
             left);
     *count = (size_t)n;

@@ -244,6 +244,8 @@ static void decref_all(PyObject **v, size_t n)
 static PyObject *to_python(const cal_snapshot *s)
 {
     PyObject *result = NULL, *list = NULL;
+    cal_map same_frames; /* frame id sequences to the traceback that has it */
+    cal_map_init(&same_frames);
     PyObject **strings = calloc(s->nstrings + 1, sizeof(*strings));
     PyObject **frames = calloc(s->nframes + 1, sizeof(*frames));
     PyObject **tracebacks = calloc(s->ntracebacks + 1, sizeof(*tracebacks));
@@ -264,13 +266,35 @@ static PyObject *to_python(const cal_snapshot *s)
         if (!frames[i])
             goto done;
     }
+    /* Tracebacks that differ only in their total or root_kept share their
+       frames tuple too. */
     for (size_t i = 0; i < s->ntracebacks; i++) {
         const cal_snap_traceback *t = &s->tracebacks[i];
+        const uint32_t *ids = s->frame_ids + t->first;
+        uint64_t h = cal_hash_bytes(ids, t->nframes * sizeof(*ids));
+        size_t cursor = 0;
+        uint32_t j;
+        while ((j = cal_map_find(&same_frames, h, &cursor)) != CAL_MAP_NONE) {
+            const cal_snap_traceback *u = &s->tracebacks[j];
+            if (u->nframes == t->nframes &&
+                (!t->nframes ||
+                 !memcmp(s->frame_ids + u->first, ids, t->nframes * sizeof(*ids))))
+                break;
+        }
+        if (j != CAL_MAP_NONE) {
+            Py_INCREF(tracebacks[j]);
+            tracebacks[i] = tracebacks[j];
+            continue;
+        }
+        if (cal_map_put(&same_frames, h, (uint32_t)i) != 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
         PyObject *tb = tracebacks[i] = PyTuple_New((Py_ssize_t)t->nframes);
         if (!tb)
             goto done;
         for (uint32_t k = 0; k < t->nframes; k++) {
-            PyObject *f = frames[s->frame_ids[t->first + k]];
+            PyObject *f = frames[ids[k]];
             Py_INCREF(f);
             PyTuple_SET_ITEM(tb, k, f);
         }
@@ -291,6 +315,7 @@ static PyObject *to_python(const cal_snapshot *s)
     result = Py_BuildValue("(Os)", list, s->meta_json ? s->meta_json : "{}");
 done:
     Py_XDECREF(list);
+    cal_map_clear(&same_frames);
     decref_all(strings, s->nstrings);
     decref_all(frames, s->nframes);
     decref_all(tracebacks, s->ntracebacks);
@@ -342,9 +367,9 @@ PyObject *calx_snapshot_decode(PyObject *self, PyObject *data)
 PyObject *calx_snapshot_write(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *path, *raw, *meta;
-    if (!PyArg_ParseTuple(args, "O&OO:snapshot_write", PyUnicode_FSConverter, &path,
-                          &raw, &meta))
+    PyObject *path_arg, *path, *raw, *meta;
+    if (!PyArg_ParseTuple(args, "OOO:snapshot_write", &path_arg, &raw, &meta) ||
+        !PyUnicode_FSConverter(path_arg, &path))
         return NULL;
     cal_snapshot s;
     if (build(&s, raw, meta) != 0) {
@@ -358,7 +383,7 @@ PyObject *calx_snapshot_write(PyObject *self, PyObject *args)
     errno = saved;
     Py_END_ALLOW_THREADS if (rc != 0)
     {
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_arg);
         Py_DECREF(path);
         return NULL;
     }
@@ -384,7 +409,7 @@ PyObject *calx_snapshot_read(PyObject *self, PyObject *path_arg)
             PyErr_NoMemory();
         else if (saved) {
             errno = saved;
-            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_arg);
         } else {
             PyErr_SetString(PyExc_ValueError, err);
         }

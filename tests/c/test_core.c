@@ -2345,13 +2345,13 @@ static void test_snapshot_refusals(void)
         {8, 2, "snapshot format version 2 is newer than this calipers reads (1)"},
         {8, 0, "version 0"},
         {12, 3, "meta is not JSON"},                                /* meta length */
-        {18, 0xffffffffu, "strings: count 4294967295 needs"},       /* lying count */
+        {18, 0xffffffffu, "strings count 4294967295 needs"},        /* lying count */
         {22, 0x7fffffff, "truncated"},                              /* string length */
         {26, 0x79700061, "string 0 is not UTF-8 text without NUL"}, /* "a\0py" */
         {26, 0x797061ff, "string 0 is not UTF-8"},
-        {30, 0x10000000, "frames: count"},
+        {30, 0x10000000, "frames count"},
         {34, 5, "frame 0: file 5 is not a string"},
-        {42, 0x40000000, "frame ids: count 1073741824 needs"},
+        {42, 0x40000000, "frame ids count 1073741824 needs"},
         {42, 2, "frame id 1: frame 1 out of range"},
         {46, 3, "frame id 0: frame 3 out of range"},
         {54, 1, "traceback 0: frames"}, /* first */
@@ -2359,8 +2359,8 @@ static void test_snapshot_refusals(void)
         {58, 0, "frame ids, of which the tracebacks use 0"},
         {62, 0, "root_kept <= nframes <= total"}, /* total */
         {66, 2, "root_kept <= nframes <= total"},
-        {70, 2, "traces: count 2"},
-        {74, 1, "traces: count"}, /* high half */
+        {70, 2, "traces count 2"},
+        {74, 1, "traces count"}, /* high half */
         {82, 1, "trace 0: traceback 1 out of range"},
         {90, 0x80000000u, "trace 0: size"}, /* negative */
         {94, 0, "block size 0 is not positive"},
