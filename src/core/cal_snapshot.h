@@ -121,7 +121,8 @@ int cal_snapshot_encode(const cal_snapshot *s, struct cal_buf *out);
    (ELOOP) and reads only a regular file of at most 4 GiB; after its -1,
    errno says whose fault it was: nonzero for the system's (the file
    cannot be opened or read, is a directory: EISDIR, memory ran out), 0
-   for the file's (not a regular file, too big, not a valid snapshot). */
+   for the file's (not a regular file, too big, not a valid snapshot);
+   its reason starts with the path ("PATH: truncated snapshot: ..."). */
 int cal_snapshot_read(const char *path, cal_snapshot *out, char *err, size_t errlen);
 int cal_snapshot_decode(const char *data, size_t len, cal_snapshot *out, char *err,
                         size_t errlen);

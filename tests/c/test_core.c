@@ -2329,6 +2329,12 @@ static void test_snapshot_refusals(void)
         cal_buf_free(&b);
         return;
     }
+    /* The bytes docs/FORMAT.md shows: the format does not drift. */
+    CHECK(memcmp(b.data,
+                 "\x89"
+                 "CALSNP\n\x01\0\0\0\x02\0\0\0{}",
+                 18) == 0);
+    CHECK(memcmp(b.data + 102, "\xfe\xab\x47\x18\xad\xec\xc6\xe0", 8) == 0);
     char *m = malloc(b.len + 16);
     cal_snapshot out;
     char err[256];
