@@ -96,6 +96,9 @@ def test_empty_snapshot():
     data = _calipers.snapshot_encode([], "{}")
     assert _calipers.snapshot_decode(data) == ([], "{}")
     assert _calipers.snapshot_encode(iter(()), "{}") == data
+    # traces whose tracebacks have no frames at all
+    only_empty = [(0, 5, (), 0, 5, 0), (1, 6, (), 3, 6, 0)]
+    assert _calipers.snapshot_decode(_calipers.snapshot_encode(only_empty, "{}"))[0] == only_empty
     meta = '{"title": "é", "nested": {"a": [1, 2.5, null, true]}}'
     assert _calipers.snapshot_decode(_calipers.snapshot_encode([], meta)) == ([], meta)
 

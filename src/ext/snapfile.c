@@ -336,7 +336,7 @@ static PyObject *to_python(const cal_snapshot *s)
        frames tuple too. */
     for (size_t i = 0; i < s->ntracebacks; i++) {
         const cal_snap_traceback *t = &s->tracebacks[i];
-        const uint32_t *ids = s->frame_ids + t->first;
+        const uint32_t *ids = t->nframes ? s->frame_ids + t->first : NULL;
         uint64_t h = cal_hash_bytes(ids, t->nframes * sizeof(*ids));
         size_t cursor = 0;
         uint32_t j;
