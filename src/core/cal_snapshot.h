@@ -78,18 +78,31 @@ void cal_snapshot_init(cal_snapshot *s);
 void cal_snapshot_free(cal_snapshot *s);
 
 /* Intern a string / frame / traceback; its index, or CAL_SNAPSHOT_NONE on
-   allocation failure.  `frames` are frame indices, most recent first. */
+   allocation failure.  `frames` are frame indices, most recent first.
+   What the file could not hold is refused too (CAL_SNAPSHOT_NONE with
+   errno EINVAL; ENOMEM for allocation failure): a string that is not
+   UTF-8 or holds a NUL, a file that is not a string index, a frame that
+   is not a frame index, root_kept > nframes or nframes > total.  So a
+   snapshot built with these functions always encodes to a file that
+   cal_snapshot_decode accepts. */
 uint32_t cal_snapshot_string(cal_snapshot *s, const char *text, size_t len);
 uint32_t cal_snapshot_frame(cal_snapshot *s, uint32_t file, int32_t line);
 uint32_t cal_snapshot_traceback(cal_snapshot *s, const uint32_t *frames,
                                 uint32_t nframes, uint32_t total, uint32_t root_kept);
 
-/* Add a trace.  On success return 0; on allocation failure return -1. */
+/* Add a trace.  On success return 0; on allocation failure return -1
+   (errno ENOMEM), and -1 with errno EINVAL for a traceback that is not a
+   traceback index, size < 0 or block_size <= 0. */
 int cal_snapshot_add(cal_snapshot *s, uint32_t domain, uint32_t traceback, int64_t size,
                      int64_t block_size);
 
-/* Replace the meta JSON object with a copy of `json` (len bytes).  0 or -1. */
+/* Replace the meta JSON object with a copy of `json` (len bytes).  0 or -1
+   (errno ENOMEM, or EINVAL where cal_snapshot_check_meta refuses it). */
 int cal_snapshot_set_meta(cal_snapshot *s, const char *json, size_t len);
+
+/* Is `json` (len bytes) what a snapshot's meta may be: one JSON object, in
+   UTF-8 without NUL?  0 if so; else -1 with a one-line reason in err. */
+int cal_snapshot_check_meta(const char *json, size_t len, char *err, size_t errlen);
 
 /* Write the snapshot to `path` (cal_buf_write_file: created exclusively,
    only a regular file replaced).  On success return 0; on error return -1
@@ -103,7 +116,13 @@ int cal_snapshot_encode(const cal_snapshot *s, struct cal_buf *out);
 /* Read a snapshot file into `out` (initialised here).  Everything is
    checked: a file that is not a snapshot, of a newer version, truncated or
    inconsistent is refused.  On success return 0; on error return -1 with
-   a one-line reason in err (no trailing newline) and `out` empty. */
+   a one-line reason in err (no trailing newline) and `out` empty.
+   cal_snapshot_read opens `path` without following a symbolic link
+   (ELOOP) and reads only a regular file of at most 4 GiB; after its -1,
+   errno says whose fault it was: nonzero for the system's (the file
+   cannot be opened or read, is a directory: EISDIR, memory ran out), 0
+   for the file's (not a regular file, too big, not a valid snapshot);
+   its reason starts with the path ("PATH: truncated snapshot: ..."). */
 int cal_snapshot_read(const char *path, cal_snapshot *out, char *err, size_t errlen);
 int cal_snapshot_decode(const char *data, size_t len, cal_snapshot *out, char *err,
                         size_t errlen);

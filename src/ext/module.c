@@ -22,6 +22,7 @@
 #include "sampler.h"
 #include "session.h"
 #include "signals.h"
+#include "snapfile.h"
 #include "traces.h"
 
 #include <errno.h>
@@ -764,6 +765,10 @@ static PyMethodDef methods[] = {
      "\n\nWhere obj was allocated, if its block was sampled since the mark."},
     {"memory_info", calx_traces_info, METH_NOARGS,
      "memory_info() -> dict\n\nalloc_mean, tracked (live samples) and overhead_bytes."},
+    {"snapshot_encode", calx_snapshot_encode, METH_VARARGS, calx_snapshot_encode_doc},
+    {"snapshot_decode", calx_snapshot_decode, METH_O, calx_snapshot_decode_doc},
+    {"snapshot_write", calx_snapshot_write, METH_VARARGS, calx_snapshot_write_doc},
+    {"snapshot_read", calx_snapshot_read, METH_O, calx_snapshot_read_doc},
     {NULL, NULL, 0, NULL},
 };
 

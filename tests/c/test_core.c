@@ -19,6 +19,7 @@
 #include "cal_rand.h"
 #include "cal_report.h"
 #include "cal_series.h"
+#include "cal_snapshot.h"
 #include "cal_utf8.h"
 #include "cal_view.h"
 #include "cal_vmread.h"
@@ -2239,6 +2240,344 @@ static void test_timeline(void)
     cal_profile_free(r);
 }
 
+/* ---- memory snapshots ---------------------------------------------------- */
+
+/* Write the checksum a snapshot of `len` bytes ends with (FNV-1a of the
+   bytes before it), so that a mutated file reaches the checks behind it. */
+static void snap_reseal(char *data, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i + 8 < len; i++) {
+        h ^= (unsigned char)data[i];
+        h *= 0x100000001b3ull;
+    }
+    for (int k = 0; k < 8; k++)
+        data[len - 8 + k] = (char)(h >> (8 * k));
+}
+
+static void snap_put_u32(char *at, uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        at[k] = (char)(v >> (8 * k));
+}
+
+static int snap_equal(const cal_snapshot *a, const cal_snapshot *b)
+{
+    if (a->nstrings != b->nstrings || a->nframes != b->nframes ||
+        a->nframe_ids != b->nframe_ids || a->ntracebacks != b->ntracebacks ||
+        a->ntraces != b->ntraces)
+        return 0;
+    for (size_t i = 0; i < a->nstrings; i++)
+        if (strcmp(a->strings[i], b->strings[i]) != 0)
+            return 0;
+    if ((a->nframes &&
+         memcmp(a->frames, b->frames, a->nframes * sizeof(*a->frames)) != 0) ||
+        (a->nframe_ids &&
+         memcmp(a->frame_ids, b->frame_ids, a->nframe_ids * sizeof(*a->frame_ids))) ||
+        (a->ntracebacks && memcmp(a->tracebacks, b->tracebacks,
+                                  a->ntracebacks * sizeof(*a->tracebacks)) != 0) ||
+        (a->ntraces &&
+         memcmp(a->traces, b->traces, a->ntraces * sizeof(*a->traces)) != 0))
+        return 0;
+    const char *ma = a->meta_json ? a->meta_json : "{}";
+    const char *mb = b->meta_json ? b->meta_json : "{}";
+    return strcmp(ma, mb) == 0;
+}
+
+static int snap_empty(const cal_snapshot *s)
+{
+    return !s->nstrings && !s->nframes && !s->nframe_ids && !s->ntracebacks &&
+           !s->ntraces && !s->meta_json && !s->strings && !s->traces;
+}
+
+/* Decode `data` and expect a refusal whose reason holds `why`. */
+static int snap_refused(const char *data, size_t len, const char *why)
+{
+    cal_snapshot out;
+    char err[256];
+    int rc = cal_snapshot_decode(data, len, &out, err, sizeof err);
+    int ok = rc == -1 && snap_empty(&out) && err[0] && !strchr(err, '\n') &&
+             (!why || strstr(err, why));
+    if (!ok)
+        fprintf(stderr, "snapshot not refused as expected (%s): rc %d, \"%s\"\n",
+                why ? why : "", rc, err);
+    cal_snapshot_free(&out);
+    return ok;
+}
+
+/* The tiny snapshot whose bytes test_snapshot_refusals edits:
+   meta "{}", strings ["a.py"], frames [(0, 7)], frame ids [0],
+   tracebacks [(0, 1, 1, 0)], traces [(0, 0, 100, 100)]. */
+static void snap_tiny(cal_buf *b)
+{
+    cal_snapshot s;
+    cal_snapshot_init(&s);
+    uint32_t f = cal_snapshot_frame(&s, cal_snapshot_string(&s, "a.py", 4), 7);
+    uint32_t tb = cal_snapshot_traceback(&s, &f, 1, 1, 0);
+    CHECK(cal_snapshot_add(&s, 0, tb, 100, 100) == 0);
+    CHECK(cal_snapshot_encode(&s, b) == 0);
+    cal_snapshot_free(&s);
+}
+
+/* Refusals, each a valid file with one thing wrong (checksum fixed). */
+static void test_snapshot_refusals(void)
+{
+    cal_buf b;
+    snap_tiny(&b);
+    CHECK(b.len == 110);
+    if (b.len != 110) {
+        cal_buf_free(&b);
+        return;
+    }
+    /* The bytes docs/FORMAT.md shows: the format does not drift. */
+    CHECK(memcmp(b.data,
+                 "\x89"
+                 "CALSNP\n\x01\0\0\0\x02\0\0\0{}",
+                 18) == 0);
+    CHECK(memcmp(b.data + 102, "\xfe\xab\x47\x18\xad\xec\xc6\xe0", 8) == 0);
+    char *m = malloc(b.len + 16);
+    cal_snapshot out;
+    char err[256];
+    CHECK(cal_snapshot_decode(b.data, b.len, &out, err, sizeof err) == 0);
+    CHECK(out.ntraces == 1 && out.traces[0].size == 100 && out.frames[0].line == 7);
+    cal_snapshot_free(&out);
+    /* Each edit: offset, u32 value, expected reason. */
+    static const struct {
+        size_t at;
+        uint32_t v;
+        const char *why;
+    } edits[] = {
+        {0, 0x4c41437b, "not a calipers snapshot"}, /* magic */
+        {8, 2, "snapshot format version 2 is newer than this calipers reads (1)"},
+        {8, 0, "version 0"},
+        {12, 3, "meta is not JSON"},                                /* meta length */
+        {18, 0xffffffffu, "strings count 4294967295 needs"},        /* lying count */
+        {22, 0x7fffffff, "truncated"},                              /* string length */
+        {26, 0x79700061, "string 0 is not UTF-8 text without NUL"}, /* "a\0py" */
+        {26, 0x797061ff, "string 0 is not UTF-8"},
+        {30, 0x10000000, "frames count"},
+        {34, 5, "frame 0: file 5 is not a string"},
+        {42, 0x40000000, "frame ids count 1073741824 needs"},
+        {42, 2, "frame id 1: frame 1 out of range"},
+        {46, 3, "frame id 0: frame 3 out of range"},
+        {54, 1, "traceback 0: frames"}, /* first */
+        {58, 2, "traceback 0: frames"}, /* nframes */
+        {58, 0, "frame ids, of which the tracebacks use 0"},
+        {62, 0, "root_kept <= nframes <= total"}, /* total */
+        {66, 2, "root_kept <= nframes <= total"},
+        {70, 2, "traces count 2"},
+        {74, 1, "traces count"}, /* high half */
+        {82, 1, "trace 0: traceback 1 out of range"},
+        {90, 0x80000000u, "trace 0: size"}, /* negative */
+        {94, 0, "block size 0 is not positive"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        memcpy(m, b.data, b.len);
+        snap_put_u32(m + edits[i].at, edits[i].v);
+        snap_reseal(m, b.len);
+        CHECK(snap_refused(m, b.len, edits[i].why));
+    }
+    memcpy(m, b.data, b.len);
+    memcpy(m + 16, "[]", 2);
+    snap_reseal(m, b.len);
+    CHECK(snap_refused(m, b.len, "meta is not a JSON object"));
+    /* The checksum. */
+    memcpy(m, b.data, b.len);
+    m[86] ^= 1;
+    CHECK(snap_refused(m, b.len, "checksum mismatch"));
+    /* Bytes after the end. */
+    memcpy(m, b.data, b.len);
+    m[b.len] = 0;
+    snap_reseal(m, b.len + 1);
+    CHECK(snap_refused(m, b.len + 1, "bytes after the traces"));
+    /* Truncated at every length. */
+    int all = 1;
+    for (size_t len = 0; len < b.len; len++) {
+        memcpy(m, b.data, len);
+        all &= snap_refused(m, len, NULL);
+    }
+    CHECK(all);
+    CHECK(snap_refused(b.data, 5, "truncated"));
+    CHECK(snap_refused(b.data, 60,
+                       "truncated snapshot: 60 bytes, ended in the tracebacks"));
+    /* Text is never a snapshot. */
+    CHECK(snap_refused("{\"schema\": \"calipers/1\"}", 24, "not a calipers snapshot"));
+    CHECK(!cal_snapshot_is_snapshot("{}", 2));
+    CHECK(cal_snapshot_is_snapshot(b.data, b.len));
+    free(m);
+    cal_buf_free(&b);
+}
+
+/* A snapshot with a bit of everything: shared and elided tracebacks, an
+   empty one, non-ASCII names, both domains, sizes near the limits. */
+static void snap_sample(cal_snapshot *s)
+{
+    cal_snapshot_init(s);
+    const char *names[] = {"app.py", "/usr/lib/python3/json/decoder.py", "π/ü.py", ""};
+    uint32_t fr[8];
+    for (int i = 0; i < 8; i++) {
+        const char *n = names[i % 4];
+        fr[i] = cal_snapshot_frame(s, cal_snapshot_string(s, n, strlen(n)),
+                                   i == 7 ? -1 : INT32_MAX - i);
+    }
+    uint32_t t0 = cal_snapshot_traceback(s, fr, 8, 8, 0);
+    uint32_t t1 = cal_snapshot_traceback(s, fr + 2, 3, 40, 1);
+    uint32_t t2 = cal_snapshot_traceback(s, NULL, 0, 0, 0);
+    for (int i = 0; i < 50; i++) {
+        uint32_t tb = i % 3 == 0 ? t0 : i % 3 == 1 ? t1 : t2;
+        cal_snapshot_add(s, (uint32_t)(i % 2), tb, i == 0 ? 0 : (int64_t)i << 40,
+                         i == 0 ? 1 : INT64_MAX - i);
+    }
+    const char *meta =
+        "{\"traceback_limit\": 8, \"mean_bytes\": 524288, \"é\": [1, 2]}";
+    CHECK(cal_snapshot_set_meta(s, meta, strlen(meta)) == 0);
+}
+
+static void test_snapshot(void)
+{
+    /* Interning. */
+    cal_snapshot s;
+    cal_snapshot_init(&s);
+    uint32_t a = cal_snapshot_string(&s, "a.py", 4),
+             b = cal_snapshot_string(&s, "b.py", 4);
+    CHECK(a == 0 && b == 1 && cal_snapshot_string(&s, "a.pyX", 4) == a);
+    CHECK(cal_snapshot_string(&s, "", 0) == 2 && cal_snapshot_string(&s, "", 0) == 2);
+    uint32_t fa = cal_snapshot_frame(&s, a, 3), fb = cal_snapshot_frame(&s, b, 3);
+    CHECK(fa != fb && cal_snapshot_frame(&s, a, 3) == fa);
+    CHECK(cal_snapshot_frame(&s, a, 4) != fa);
+    uint32_t st[2] = {fa, fb}, rev[2] = {fb, fa};
+    uint32_t t = cal_snapshot_traceback(&s, st, 2, 2, 0);
+    CHECK(cal_snapshot_traceback(&s, st, 2, 2, 0) == t);
+    CHECK(cal_snapshot_traceback(&s, rev, 2, 2, 0) != t);
+    CHECK(cal_snapshot_traceback(&s, st, 2, 5, 0) != t); /* elided: another */
+    CHECK(cal_snapshot_traceback(&s, st, 2, 5, 1) !=
+          cal_snapshot_traceback(&s, st, 2, 5, 0));
+    CHECK(s.ntracebacks == 4 && s.nframe_ids == 8);
+    /* What the file cannot hold is refused. */
+    errno = 0;
+    CHECK(cal_snapshot_string(&s, "a\0b", 3) == CAL_SNAPSHOT_NONE && errno == EINVAL);
+    CHECK(cal_snapshot_string(&s, "\xc3(", 2) == CAL_SNAPSHOT_NONE);
+    CHECK(cal_snapshot_frame(&s, 99, 1) == CAL_SNAPSHOT_NONE);
+    uint32_t bad = 99;
+    CHECK(cal_snapshot_traceback(&s, &bad, 1, 1, 0) == CAL_SNAPSHOT_NONE);
+    CHECK(cal_snapshot_traceback(&s, st, 2, 1, 0) == CAL_SNAPSHOT_NONE);
+    CHECK(cal_snapshot_traceback(&s, st, 2, 2, 3) == CAL_SNAPSHOT_NONE);
+    CHECK(cal_snapshot_add(&s, 0, t, 10, 10) == 0);
+    CHECK(cal_snapshot_add(&s, 0, 99, 10, 10) == -1 && errno == EINVAL);
+    CHECK(cal_snapshot_add(&s, 0, t, -1, 10) == -1);
+    CHECK(cal_snapshot_add(&s, 0, t, 10, 0) == -1);
+    CHECK(s.ntraces == 1);
+    CHECK(cal_snapshot_set_meta(&s, "[1]", 3) == -1 && errno == EINVAL);
+    CHECK(cal_snapshot_set_meta(&s, "{", 1) == -1);
+    CHECK(s.meta_json == NULL);
+    cal_snapshot_free(&s);
+
+    /* Round trip, and the same bytes each time. */
+    snap_sample(&s);
+    CHECK(s.ntraces == 50 && s.ntracebacks == 3 && s.nstrings == 4 && s.nframes == 8);
+    cal_buf e1, e2;
+    CHECK(cal_snapshot_encode(&s, &e1) == 0);
+    CHECK(cal_snapshot_encode(&s, &e2) == 0);
+    CHECK(e1.len == e2.len && memcmp(e1.data, e2.data, e1.len) == 0);
+    cal_buf_free(&e2);
+    cal_snapshot d;
+    char err[256];
+    CHECK(cal_snapshot_decode(e1.data, e1.len, &d, err, sizeof err) == 0);
+    CHECK(snap_equal(&s, &d));
+    CHECK(cal_snapshot_encode(&d, &e2) == 0);
+    CHECK(e1.len == e2.len && memcmp(e1.data, e2.data, e1.len) == 0);
+    cal_buf_free(&e2);
+    /* A decoded snapshot interns as the built one did. */
+    CHECK(cal_snapshot_string(&d, "π/ü.py", strlen("π/ü.py")) == 2);
+    cal_snapshot_free(&d);
+    /* An empty snapshot: meta "{}". */
+    cal_snapshot z;
+    cal_snapshot_init(&z);
+    CHECK(cal_snapshot_encode(&z, &e2) == 0);
+    CHECK(cal_snapshot_decode(e2.data, e2.len, &d, err, sizeof err) == 0);
+    CHECK(snap_equal(&z, &d) && strcmp(d.meta_json, "{}") == 0);
+    cal_snapshot_free(&d);
+    cal_buf_free(&e2);
+
+    /* A real file. */
+    char dir[] = "/tmp/calipers-test-XXXXXX", path[96], other[96];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/mem.calsnap", dir);
+    CHECK(cal_snapshot_write(&s, path) == 0);
+    CHECK(cal_snapshot_read(path, &d, err, sizeof err) == 0);
+    CHECK(snap_equal(&s, &d));
+    cal_snapshot_free(&d);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && (size_t)sb.st_size == e1.len);
+    /* A symbolic link is neither written through nor read through. */
+    snprintf(other, sizeof other, "%s/link", dir);
+    CHECK(symlink(path, other) == 0);
+    errno = 0;
+    CHECK(cal_snapshot_write(&s, other) == -1 && errno == ELOOP);
+    errno = 0;
+    CHECK(cal_snapshot_read(other, &d, err, sizeof err) == -1 && errno == ELOOP);
+    CHECK(snap_empty(&d) && strstr(err, "symbolic link"));
+    unlink(other);
+    /* Neither a directory nor a FIFO (which must not block the reader). */
+    errno = 0;
+    CHECK(cal_snapshot_read(dir, &d, err, sizeof err) == -1 && errno == EISDIR);
+    snprintf(other, sizeof other, "%s/fifo", dir);
+    CHECK(mkfifo(other, 0600) == 0);
+    errno = 0;
+    CHECK(cal_snapshot_read(other, &d, err, sizeof err) == -1 && errno == 0);
+    CHECK(strstr(err, "not a regular file") != NULL);
+    unlink(other);
+    snprintf(other, sizeof other, "%s/missing", dir);
+    CHECK(cal_snapshot_read(other, &d, err, sizeof err) == -1 && errno == ENOENT);
+    /* A corrupt file: errno 0, the reason in err. */
+    FILE *f = fopen(path, "r+b");
+    CHECK(f && fseek(f, 8, SEEK_SET) == 0 && fputc(7, f) == 7);
+    if (f)
+        fclose(f);
+    errno = 1;
+    CHECK(cal_snapshot_read(path, &d, err, sizeof err) == -1 && errno == 0);
+    CHECK(strstr(err, "version 7 is newer") != NULL);
+    unlink(path);
+    rmdir(dir);
+
+    test_snapshot_refusals();
+
+    /* Mutation fuzz: flip bytes of a valid encoding; half of the time fix
+       the checksum so that the mutation reaches the checks behind it.
+       Decoding must answer 0 or -1 cleanly (ASan/UBSan watch), and what
+       it accepts must encode again to what it read. */
+    char *m = malloc(e1.len);
+    int clean = 1, accepted = 0;
+    for (int round = 0; round < 20000; round++) {
+        memcpy(m, e1.data, e1.len);
+        int flips = 1 + (int)(fuzz_next() % 4);
+        for (int k = 0; k < flips; k++) {
+            size_t at = (size_t)(fuzz_next() % e1.len);
+            m[at] = fuzz_next() % 2 ? (char)(m[at] ^ (1 << (fuzz_next() % 8)))
+                                    : (char)fuzz_next();
+        }
+        if (round % 2)
+            snap_reseal(m, e1.len);
+        err[0] = '\0';
+        int rc = cal_snapshot_decode(m, e1.len, &d, err, sizeof err);
+        if (rc == 0) {
+            accepted++;
+            if (cal_snapshot_encode(&d, &e2) == 0) {
+                clean &= e2.len == e1.len && memcmp(e2.data, m, e1.len) == 0;
+                cal_buf_free(&e2);
+            }
+        } else {
+            clean &= rc == -1 && err[0] != '\0' && snap_empty(&d);
+        }
+        cal_snapshot_free(&d);
+    }
+    CHECK(clean);
+    CHECK(accepted > 100); /* some mutations are valid files (a size, a line) */
+    free(m);
+    cal_buf_free(&e1);
+    cal_snapshot_free(&s);
+}
+
 int main(void)
 {
     test_map();
@@ -2270,6 +2609,7 @@ int main(void)
     test_export();
     test_export_firefox();
     test_timeline();
+    test_snapshot();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
