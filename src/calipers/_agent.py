@@ -26,7 +26,8 @@ import time
 
 from calipers import __version__, _calipers
 from calipers._common import (RS, create_private, decode_config, export_data, library_dirs,
-                              profiled_env, request_path, set_switch_file, styled, switch_path,
+                              profiled_env, request_path, set_switch_file, snapshot_path,
+                              snapshot_request_path, styled, switch_path,
                               target_problem, write_file)
 
 _state = {}
@@ -56,9 +57,23 @@ def start(text):
         _state["argv"] = _cmdline()[1:]
     _begin(_start_engine)
     _install_hooks()
-    if not child:
-        _calipers.set_periodic(_periodic, float(_state.get("profile_interval") or 0),
-                               request_path(_state.get("run_dir")))
+    _arm_periodic()
+
+
+def _arm_periodic():
+    """The sampler thread's periodic work: the main process writes the
+    profile every --profile-interval and on `calipers dump`; every process
+    with memory profiled writes a memory snapshot every --snapshot-every
+    and on `calipers snapshot PID`."""
+    run_dir = _state.get("run_dir")
+    main = not _is_child()
+    snapshots = _state.get("memory") and run_dir
+    _calipers.set_periodic(
+        _periodic,
+        float(_state.get("profile_interval") or 0) if main else 0.0,
+        request_path(run_dir) if main else None,
+        float(_state.get("snapshot_every") or 0) if snapshots else 0.0,
+        snapshot_request_path(run_dir, os.getpid()) if snapshots else None)
 
 
 def _open_regular(path):
@@ -395,6 +410,8 @@ def _after_fork():
     _state["server"] = False
     try:
         _begin(_calipers.restart_in_child)
+        _state["snapshot_seq"] = 0
+        _arm_periodic()
     except Exception:  # noqa: BLE001 - the child runs unprofiled
         _state["finished"] = True
 
@@ -489,12 +506,40 @@ def _runs_this_python(path):
     return False
 
 
+#: Frames kept of each traceback in the snapshots calipers run writes.
+SNAPSHOT_FRAMES = 64
+
+
+def _write_snapshot(reason):
+    """Write a memory snapshot of this process beside the profile (the
+    live sampled allocations with their tracebacks; calipers.memory reads
+    it).  Returns its path."""
+    import json
+
+    seq = _state.get("snapshot_seq", 0) + 1
+    _state["snapshot_seq"] = seq
+    path = snapshot_path(_state.get("outfile"), os.getpid(), seq)
+    current, peak = _calipers.memory_traced()
+    info = _calipers.memory_info()
+    meta = {"traceback_limit": SNAPSHOT_FRAMES, "pid": os.getpid(), "time": time.time(),
+            "reason": reason, "argv": list(_state.get("argv", [])),
+            "alloc_mean": info["alloc_mean"], "traced": [current, peak]}
+    _calipers.snapshot_write(path, _calipers.memory_traces(SNAPSHOT_FRAMES, False),
+                             json.dumps(meta, sort_keys=True))
+    return path
+
+
 def _periodic(reason):
     """Called by the sampler thread (GIL held) every --profile-interval
-    seconds, or when `calipers dump` asks: write the profile so far.  The
+    seconds, or when `calipers dump` asks: write the profile so far; or
+    every --snapshot-every seconds, or when `calipers snapshot` asks: write
+    a memory snapshot.  The
     file is replaced whole (a temporary file renamed over it), so a reader
     never sees half of one.  Skipped while the final profile is being
     written."""
+    if reason.startswith("snapshot"):
+        _periodic_snapshot(reason)
+        return
     if not _finish_lock.acquire(False):
         return
     try:
@@ -522,6 +567,22 @@ def _periodic(reason):
         if reason == "request":
             try:
                 os.unlink(request_path(_state.get("run_dir")))
+            except OSError:
+                pass
+
+
+def _periodic_snapshot(reason):
+    try:
+        if not _state.get("finished"):
+            _write_snapshot("on request" if reason == "snapshot-request" else "interval")
+    except BaseException as exc:  # noqa: BLE001 - never into the program
+        if not _state.get("snapshot_failed"):
+            _state["snapshot_failed"] = True
+            _say("calipers: could not write a memory snapshot: %s\n" % (exc,))
+    finally:
+        if reason == "snapshot-request":
+            try:
+                os.unlink(snapshot_request_path(_state.get("run_dir"), os.getpid()))
             except OSError:
                 pass
 

@@ -104,6 +104,21 @@ def request_path(run_dir):
     return os.path.join(run_dir, "dump-request") if run_dir else None
 
 
+def snapshot_request_path(run_dir, pid):
+    """The file `calipers snapshot PID` creates to ask process PID of the
+    run for a memory snapshot now."""
+    return os.path.join(run_dir, "snapshot-request-%d" % pid) if run_dir else None
+
+
+def snapshot_path(outfile, pid, seq):
+    """Where process `pid` writes its memory snapshot number `seq`: beside
+    the profile, named after it (calipers-profile.1234.1.snapshot)."""
+    if not outfile or outfile == "-":
+        outfile = "calipers-profile.json"
+    stem = outfile[:-5] if outfile.endswith(".json") else outfile
+    return "%s.%d.%d.snapshot" % (stem, pid, seq)
+
+
 def switch_path(run_dir):
     """Profiling is off, in every process of the run, while this file
     exists (`--off`, `calipers off PID`, calipers.off())."""

@@ -31,6 +31,7 @@ usage: calipers run [options] script.py [args...]
        calipers view [--text | --html FILE] [view options] profile.json
        calipers export [--format FORMAT] [-o FILE] profile.json
        calipers dump PID
+       calipers snapshot PID
        calipers on PID | calipers off PID
        calipers --version | --help
 
@@ -54,7 +55,8 @@ options (before the script; everything after it is the program's):
   --cpu-only                profile time only (no memory: the allocation
                             shim is not loaded at all)
   --memory-interval SIZE    mean bytes between allocation samples, randomised
-                            (default 256KiB; copies: 4x that); 64k, 1M, ...
+                            (default 256KiB; copies: 4x that); 64k, 1M, ...;
+                            1 traces every allocation exactly (slow)
   --html FILE               also write the HTML report to FILE
   --export FORMAT:FILE      also write the stacks as FORMAT (pprof,
                             speedscope, collapsed, collapsed-alloc, firefox)
@@ -68,6 +70,9 @@ options (before the script; everything after it is the program's):
                             merged into one profile)
   --profile-interval SECS   also write the profile every SECS seconds while
                             the program runs (replaced whole each time)
+  --snapshot-every SECS     write a memory snapshot of each process every SECS
+                            seconds, beside the profile (PROFILE.PID.N.snapshot;
+                            read them with calipers.memory, calipers diff)
   --off                     start with profiling switched off (calipers on PID,
                             or calipers.on() in the program, switches it on)
   --no-report               do not print the report at exit
@@ -76,6 +81,7 @@ options (before the script; everything after it is the program's):
 
 calipers dump PID: ask the profiled program with that process id to write
 its profile now (to its --outfile), without stopping it.
+calipers snapshot PID: ask any process of a run for a memory snapshot now.
 calipers on PID / calipers off PID: switch its profiling on or off, in all
 of its processes (the report says how long it was off).
 
@@ -151,6 +157,15 @@ Ask the profiled program with that process id (the main process of a
 stopping it.
 """
 
+SNAPSHOT_HELP = """\
+usage: calipers snapshot PID
+
+Ask the process with that id (any process of a `calipers run`) for a
+memory snapshot now: its live sampled allocations with their tracebacks,
+written beside its profile as PROFILE.PID.N.snapshot.  Read it with
+calipers.memory.Snapshot.load(), compare two with `calipers diff`.
+"""
+
 SWITCH_HELP = """\
 usage: calipers on PID | calipers off PID
 
@@ -160,7 +175,8 @@ off, nothing is credited to lines; the report says how long it was off.
 """
 
 #: The commands' own help, for `calipers COMMAND --help` and `calipers help COMMAND`.
-HELP = {"run": RUN_HELP, "view": VIEW_HELP, "export": EXPORT_HELP, "dump": DUMP_HELP, "on": SWITCH_HELP,
+HELP = {"run": RUN_HELP, "view": VIEW_HELP, "export": EXPORT_HELP, "dump": DUMP_HELP,
+        "snapshot": SNAPSHOT_HELP, "on": SWITCH_HELP,
         "off": SWITCH_HELP}
 
 
@@ -242,8 +258,8 @@ def parse_size(text, option="--memory-interval"):
         raise UsageError("%s: not a size: %r (try 256k or 1M)" % (option, text))
     # Compared as a float first: inf and nan are out of range, not an
     # OverflowError from int().
-    if not (256 <= value <= 1 << 30):
-        raise UsageError("%s: %s is out of range (256 bytes to 1GiB)" % (option, text))
+    if not (1 <= value <= 1 << 30):
+        raise UsageError("%s: %s is out of range (1 byte to 1GiB)" % (option, text))
     return int(value)
 
 
@@ -317,6 +333,7 @@ def parse_run(args):
         "min_percent": 1.0,
         "no_follow": False,
         "profile_interval": 0.0,
+        "snapshot_every": 0.0,
         "off": False,
         "gpu": "auto",
     }
@@ -324,6 +341,7 @@ def parse_run(args):
                   "--memory-interval": "memory_interval", "--html": "html",
                   "--export": "exports",
                   "--min-percent": "min_percent", "--profile-interval": "profile_interval",
+                  "--snapshot-every": "snapshot_every",
                   "--profile-only": "profile_only", "--profile-exclude": "profile_exclude"}
     flags = {"--profile-all": "profile_all", "--cpu-only": "cpu_only",
              "--no-report": "no_report", "--no-follow": "no_follow", "--off": "off"}
@@ -363,8 +381,8 @@ def parse_run(args):
                 opts[key] = parse_size(value)
             elif key == "min_percent":
                 opts[key] = parse_percent(value)
-            elif key == "profile_interval":
-                opts[key] = parse_period(value)
+            elif key in ("profile_interval", "snapshot_every"):
+                opts[key] = parse_period(value, name)
             elif key in ("profile_only", "profile_exclude"):
                 opts[key] += split_patterns(value, name)
             elif key == "exports":
@@ -649,6 +667,9 @@ def run(args):
                              % (fmt, path, seen[path]))
         seen[path] = "the %s export" % fmt
         exports.append("%s:%s" % (fmt, path))
+    if opts["snapshot_every"] and opts["cpu_only"]:
+        raise UsageError("--snapshot-every: memory snapshots need memory profiling "
+                         "(not --cpu-only)")
     if outfile == "-" and opts["profile_interval"]:
         raise UsageError("--profile-interval needs a file: with -o - the profile is written "
                          "to standard output once, at the end")
@@ -679,6 +700,7 @@ def run(args):
         "python": "%d.%d" % sys.version_info[:2],
         "follow": not opts["no_follow"],
         "profile_interval": repr(opts["profile_interval"]),
+        "snapshot_every": repr(opts["snapshot_every"]),
         "run_dir": run_directory(),
     }
     if opts["off"]:
@@ -907,9 +929,9 @@ def export(args):
         raise InputError("cannot write the export: %s" % (exc.strerror or exc), 1)
 
 
-def control_dir(pid, command):
+def control_dir(pid, command, children=False):
     """The run directory of the profiled program with that PID (its main
-    process), found in the environment it was started with, open (a
+    process, or any of its processes if `children`), found in the environment it was started with, open (a
     descriptor) once checked: that environment is the program's to
     write, so the directory is used only if it is a real directory (not a
     symbolic link) owned by us, or by the program's user when we are
@@ -931,7 +953,7 @@ def control_dir(pid, command):
         main_pid = int(config.get("main_pid") or 0)
     except ValueError:
         main_pid = 0
-    if main_pid != pid:
+    if main_pid != pid and not children:
         raise InputError("process %d is a child process of a calipers run; use its main "
                          "process (calipers %s %d)" % (pid, command, main_pid), 1)
     run_dir = config.get("run_dir") or ""
@@ -992,11 +1014,35 @@ def pid_argument(args, command):
 DUMP_WAIT = 60
 
 
+def ask(pid, dir_fd, name, what):
+    """Create the request file `name` in the run directory open as dir_fd
+    and wait until process pid has served it (removed it)."""
+    import time
+
+    try:
+        _common.create_private(name, dir_fd)
+    except FileExistsError:
+        pass  # a request is waiting already: wait for it with the other
+    except OSError as exc:
+        raise InputError("cannot ask process %d: %s" % (pid, exc.strerror or exc), 1)
+    # The sampler thread answers when it next gets the GIL; a busy
+    # program on a loaded machine has kept it waiting for seconds
+    # (docs/INTERNALS.md, Known gaps).
+    deadline = time.time() + DUMP_WAIT
+    while True:
+        try:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if time.time() > deadline:
+            raise InputError("process %d did not write %s within %d s" % (pid, what, DUMP_WAIT),
+                             1)
+        time.sleep(0.05)
+
+
 def dump(args):
     """calipers dump PID: ask a running profiled program for its profile,
     with a request file created in its (checked) run directory."""
-    import time
-
     pid = pid_argument(args, "dump")
     dir_fd, config = control_dir(pid, "dump")
     try:
@@ -1004,28 +1050,35 @@ def dump(args):
         if outfile == "-":
             raise InputError("process %d writes its profile to standard output, once, at its "
                              "end (-o -): it cannot be written while it runs" % pid, 1)
-        request = os.path.basename(_common.request_path("."))
-        try:
-            _common.create_private(request, dir_fd)
-        except FileExistsError:
-            pass  # a request is waiting already: wait for it with the other
-        except OSError as exc:
-            raise InputError("cannot ask process %d: %s" % (pid, exc.strerror or exc), 1)
-        # The sampler thread answers when it next gets the GIL; a busy
-        # program on a loaded machine has kept it waiting for seconds
-        # (docs/INTERNALS.md, Known gaps).
-        deadline = time.time() + DUMP_WAIT
-        while True:
-            try:
-                os.stat(request, dir_fd=dir_fd, follow_symlinks=False)
-            except FileNotFoundError:
-                break
-            if time.time() > deadline:
-                raise InputError("process %d did not answer within %d s" % (pid, DUMP_WAIT), 1)
-            time.sleep(0.05)
+        ask(pid, dir_fd, os.path.basename(_common.request_path(".")), "its profile")
     finally:
         os.close(dir_fd)
     say(sys.stderr, "calipers: profile of process %d written to %s\n" % (pid, printable(outfile)))
+
+
+def snapshot(args):
+    """calipers snapshot PID: ask a process of a calipers run for a memory
+    snapshot, written beside its profile."""
+    import glob
+
+    pid = pid_argument(args, "snapshot")
+    dir_fd, config = control_dir(pid, "snapshot", children=True)
+    try:
+        if not config.get("memory_interval"):
+            raise InputError("process %d is profiled with --cpu-only: it has no memory "
+                             "snapshot to write" % pid, 1)
+        pattern = _common.snapshot_path(config.get("outfile"), pid, 0)[:-len("0.snapshot")]
+        before = set(glob.glob(glob.escape(pattern) + "*.snapshot"))
+        ask(pid, dir_fd, os.path.basename(_common.snapshot_request_path(".", pid)),
+            "a memory snapshot")
+    finally:
+        os.close(dir_fd)
+    new = sorted(set(glob.glob(glob.escape(pattern) + "*.snapshot")) - before)
+    if not new:
+        raise InputError("process %d could not write a memory snapshot (its standard error "
+                         "says why)" % pid, 1)
+    say(sys.stderr, "calipers: memory snapshot of process %d written to %s\n"
+        % (pid, printable(new[-1])))
 
 
 def switch(args, on):
@@ -1064,6 +1117,9 @@ def main(argv=None):
             return
         if args[0] == "dump":
             dump(args[1:])
+            return
+        if args[0] == "snapshot":
+            snapshot(args[1:])
             return
         if args[0] in ("on", "off"):
             switch(args[1:], args[0] == "on")

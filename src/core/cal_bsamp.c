@@ -1,9 +1,13 @@
 /* cal_bsamp — see cal_bsamp.h. */
 #include "cal_bsamp.h"
 
-/* Uniform in [mean/2, mean/2 + mean]: mean gap `mean`. */
+/* Uniform in [mean/2, mean/2 + mean]: mean gap `mean`.  A mean of 1 is
+   exact tracing: every byte a sample point, each allocation's weight its
+   size. */
 static int64_t gap(cal_bsamp *s)
 {
+    if (s->mean == 1)
+        return 1;
     uint64_t u = (uint64_t)(((unsigned __int128)cal_rand_next(&s->rng) *
                              (uint64_t)(s->mean + 1)) >>
                             64);

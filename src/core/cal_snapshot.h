@@ -39,9 +39,9 @@ typedef struct cal_snap_frame {
 } cal_snap_frame;
 
 typedef struct cal_snap_traceback {
-    uint32_t first;   /* its frame indices: frame_ids[first .. first + nframes) */
-    uint32_t nframes; /* ... most recent first */
-    uint32_t total;   /* frames the stack had (>= nframes: some elided) */
+    uint32_t first;     /* its frame indices: frame_ids[first .. first + nframes) */
+    uint32_t nframes;   /* ... most recent first */
+    uint32_t total;     /* frames the stack had (>= nframes: some elided) */
     uint32_t root_kept; /* of the nframes, how many at the end are the root
                            end of the stack; the frames elided (total -
                            nframes) were between the two parts */
@@ -81,8 +81,8 @@ void cal_snapshot_free(cal_snapshot *s);
    allocation failure.  `frames` are frame indices, most recent first. */
 uint32_t cal_snapshot_string(cal_snapshot *s, const char *text, size_t len);
 uint32_t cal_snapshot_frame(cal_snapshot *s, uint32_t file, int32_t line);
-uint32_t cal_snapshot_traceback(cal_snapshot *s, const uint32_t *frames, uint32_t nframes,
-                                uint32_t total, uint32_t root_kept);
+uint32_t cal_snapshot_traceback(cal_snapshot *s, const uint32_t *frames,
+                                uint32_t nframes, uint32_t total, uint32_t root_kept);
 
 /* Add a trace.  On success return 0; on allocation failure return -1. */
 int cal_snapshot_add(cal_snapshot *s, uint32_t domain, uint32_t traceback, int64_t size,

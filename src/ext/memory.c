@@ -78,7 +78,7 @@ typedef struct qevent {
     size_t frame0;       /* ... innermost first */
     unsigned long ident; /* the thread: threading.get_ident(), 0 if none */
     int tid;             /* ... and its kernel id */
-    uint32_t line;       /* Q_FREE: the line index */
+    uint64_t cookie;     /* Q_FREE: the allocation's cookie */
     int64_t a;           /* alloc, free, copy: weight; footprint: live */
     int64_t t;
 } qevent;
@@ -99,7 +99,9 @@ static struct {
 
     /* Protected by the GIL. */
     int attached;
-    int hooked; /* our PyMem and arena hooks are installed */
+    uint32_t epoch;    /* tracing epoch (calx_memory_mark), 15 bits */
+    int64_t mark_live; /* the footprint at the mark */
+    int hooked;        /* our PyMem and arena hooks are installed */
     recent_alloc recent[RECENT];
     size_t recent_next;
     int64_t last_peak_t;
@@ -144,6 +146,44 @@ static cal_line_stat *line_of(const calx_where *w, uint32_t *index)
     return cal_profile_line_mut(M.profile, i);
 }
 
+/* ---- cookies ---------------------------------------------------------------
+ * A tracked allocation's cookie says what to undo when it is freed and
+ * what a snapshot reports of it: bits 0-31 its line index + 1 (0: no
+ * profiled line), 32-47 its stack node + 1 (0: none), 48-62 the tracing
+ * epoch it was made in, 63 whether Python's allocator made it. */
+
+#define COOKIE_NODE_SHIFT 32
+#define COOKIE_EPOCH_SHIFT 48
+#define COOKIE_EPOCH_MASK 0x7fffu
+#define COOKIE_PYTHON (1ull << 63)
+
+_Static_assert(CAL_STACKS_MAX_NODES < 0xffff, "a stack node fits a cookie's 16 bits");
+
+static uint64_t cookie_make(uint32_t line, uint32_t node, int python)
+{
+    uint64_t c = 0;
+    if (line != CAL_PROFILE_NONE)
+        c |= (uint64_t)line + 1;
+    if (node != CAL_STACKS_NONE)
+        c |= ((uint64_t)node + 1) << COOKIE_NODE_SHIFT;
+    if (!c)
+        return 0; /* nothing to undo or report: not tracked */
+    c |= (uint64_t)(M.epoch & COOKIE_EPOCH_MASK) << COOKIE_EPOCH_SHIFT;
+    return python ? c | COOKIE_PYTHON : c;
+}
+
+static uint32_t cookie_line(uint64_t c)
+{
+    uint32_t l = (uint32_t)(c & 0xffffffffu);
+    return l ? l - 1 : CAL_PROFILE_NONE;
+}
+
+static uint32_t cookie_node(uint64_t c)
+{
+    uint32_t n = (uint32_t)((c >> COOKIE_NODE_SHIFT) & 0xffffu);
+    return n ? n - 1 : CAL_STACKS_NONE;
+}
+
 static void volume_add(cal_volume *v, int64_t weight, int python, int copy)
 {
     if (copy)
@@ -159,8 +199,8 @@ static void volume_add(cal_volume *v, int64_t weight, int python, int copy)
 /* Credit a sample's volume to the node of its whole stack in the stack
    table (w's frames; the thread's root alone when the stack was cut
    short, as folded), whether or not a profiled line is on it. */
-static void credit_stack(const calx_where *w, uint32_t thread, int cut,
-                         const cal_volume *v, int64_t t)
+static uint32_t credit_stack(const calx_where *w, uint32_t thread, int cut,
+                             const cal_volume *v, int64_t t)
 {
     int folded = 0;
     uint32_t node = CAL_STACKS_NONE;
@@ -168,15 +208,16 @@ static void credit_stack(const calx_where *w, uint32_t thread, int cut,
         node = calx_session_stack(thread, w->frames, cut ? 0 : w->nframes, &folded);
     if (node == CAL_STACKS_NONE) {
         atomic_fetch_add(&M.dropped, 1);
-        return;
+        return CAL_STACKS_NONE;
     }
     calx_session_stack_volume(node, v, folded || cut, t);
+    return node;
 }
 
 /* Credit a sampled allocation or copy made by the profile's thread
-   `thread` (its stack `cut` short if so); returns the line index + 1 to
-   track the allocation by, or 0. */
-static uint32_t credit(const calx_where *w, uint32_t thread, int cut, int64_t weight,
+   `thread` (its stack `cut` short if so); returns the cookie to track the
+   allocation by, or 0. */
+static uint64_t credit(const calx_where *w, uint32_t thread, int cut, int64_t weight,
                        int python, int copy, int64_t t)
 {
     cal_memory *mem = cal_profile_memory(M.profile);
@@ -184,11 +225,11 @@ static uint32_t credit(const calx_where *w, uint32_t thread, int cut, int64_t we
         mem->samples++;
     cal_volume v = {0};
     volume_add(&v, weight, python, copy);
-    credit_stack(w, thread, cut, &v, t);
-    uint32_t li;
+    uint32_t node = credit_stack(w, thread, cut, &v, t);
+    uint32_t li = CAL_PROFILE_NONE;
     cal_line_stat *ls = line_of(w, &li);
     if (!ls)
-        return 0;
+        return copy ? 0 : cookie_make(CAL_PROFILE_NONE, node, python);
     volume_add(&ls->mem.vol, weight, python, copy);
     cal_func_stat *self = cal_profile_func_mut(M.profile, w->func);
     if (self)
@@ -205,11 +246,14 @@ static uint32_t credit(const calx_where *w, uint32_t thread, int cut, int64_t we
         ls->mem.live_peak = ls->mem.live;
     if (cal_profile_line_series_add(M.profile, li, t, ls->mem.live) != 0)
         atomic_fetch_add(&M.dropped, 1);
-    return li + 1;
+    return cookie_make(li, node, python);
 }
 
-static void freed(uint32_t li, int64_t weight, int64_t t)
+static void freed(uint64_t cookie, int64_t weight, int64_t t)
 {
+    uint32_t li = cookie_line(cookie);
+    if (li == CAL_PROFILE_NONE)
+        return;
     cal_line_stat *ls = cal_profile_line_mut(M.profile, li);
     if (!ls)
         return;
@@ -318,7 +362,7 @@ static void drain(void)
                          e.kind == Q_COPY, e.t);
             break;
         case Q_FREE:
-            freed(e.line, e.a, e.t);
+            freed(e.cookie, e.a, e.t);
             break;
         case Q_FOOTPRINT:
             calx_session_where_cached(drained, e.nframes, &w);
@@ -391,7 +435,7 @@ static int where_now(calx_where *w, uint32_t *thread, const qevent *proto)
     return 1;
 }
 
-static uint32_t on_alloc(void *ptr, size_t size, int64_t weight, int python)
+static uint64_t on_alloc(void *ptr, size_t size, int64_t weight, int python)
 {
     (void)size;
     if (calx_session_paused())
@@ -402,15 +446,15 @@ static uint32_t on_alloc(void *ptr, size_t size, int64_t weight, int python)
     uint32_t thread;
     if (!where_now(&w, &thread, &e))
         return 0;
-    uint32_t cookie = credit(&w, thread, 0, weight, python, 0, t);
-    if (cookie) {
-        M.recent[M.recent_next] = (recent_alloc){ptr, cookie - 1, t};
+    uint64_t cookie = credit(&w, thread, 0, weight, python, 0, t);
+    if (cookie_line(cookie) != CAL_PROFILE_NONE) {
+        M.recent[M.recent_next] = (recent_alloc){ptr, cookie_line(cookie), t};
         M.recent_next = (M.recent_next + 1) % RECENT;
     }
     return cookie;
 }
 
-static void on_free(void *ptr, uint32_t cookie, int64_t weight)
+static void on_free(void *ptr, uint64_t cookie, int64_t weight)
 {
     int64_t t = calx_session_elapsed_ns();
     pthread_mutex_lock(&M.mu);
@@ -420,12 +464,12 @@ static void on_free(void *ptr, uint32_t cookie, int64_t weight)
     }
     pthread_mutex_unlock(&M.mu);
     if (!calx_current_if_gil_held()) {
-        qevent e = {.kind = Q_FREE, .line = cookie - 1, .a = weight, .t = t};
+        qevent e = {.kind = Q_FREE, .cookie = cookie, .a = weight, .t = t};
         enqueue(&e);
         return;
     }
     drain();
-    freed(cookie - 1, weight, t);
+    freed(cookie, weight, t);
 }
 
 static void on_copy(int64_t weight)
@@ -515,6 +559,10 @@ static int attach(const cal_shim_api *api, const calx_memory_config *config,
         return -1;
     }
     M.attached = 1;
+    M.epoch = 0;
+    api->reset_mark_peak();
+    api->counters(&c);
+    M.mark_live = c.live_native + c.live_python;
     return 0;
 }
 
@@ -668,4 +716,126 @@ void calx_memory_after_fork_child(void)
         M.api->detach();
         M.attached = 0;
     }
+}
+
+/* ---- traces: the live sampled allocations (GIL) ---------------------------- */
+
+int calx_memory_attached(void) { return M.attached; }
+
+int64_t calx_memory_alloc_mean(void) { return M.attached ? M.config.alloc_mean : 0; }
+
+void calx_memory_mark(void)
+{
+    if (!M.attached)
+        return;
+    const cal_shim_api *api = M.api;
+    int g = api->guard_enter();
+    M.epoch = (M.epoch + 1) & COOKIE_EPOCH_MASK;
+    api->reset_mark_peak();
+    cal_shim_counters c;
+    api->counters(&c);
+    M.mark_live = c.live_native + c.live_python;
+    api->guard_leave(g);
+}
+
+void calx_memory_traced(int64_t *current, int64_t *peak)
+{
+    *current = *peak = 0;
+    if (!M.attached)
+        return;
+    const cal_shim_api *api = M.api;
+    int g = api->guard_enter();
+    cal_shim_counters c;
+    api->counters(&c);
+    api->guard_leave(g);
+    int64_t now = c.live_native + c.live_python - M.mark_live;
+    int64_t top = c.mark_peak - M.mark_live;
+    *current = now > 0 ? now : 0;
+    *peak = top > *current ? top : *current;
+}
+
+void calx_memory_reset_peak(void)
+{
+    if (!M.attached)
+        return;
+    int g = M.api->guard_enter();
+    M.api->reset_mark_peak();
+    M.api->guard_leave(g);
+}
+
+static void live_of(const cal_shim_sample *s, calx_live_sample *out)
+{
+    out->node = cookie_node(s->cookie);
+    out->python = (s->cookie & COOKIE_PYTHON) != 0;
+    out->weight = s->weight;
+    out->size = s->size > 0 ? (int64_t)s->size : 1;
+}
+
+int calx_memory_live(int since_mark, calx_live_sample **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!M.attached)
+        return 0;
+    drain();
+    const cal_shim_api *api = M.api;
+    int g = api->guard_enter();
+    cal_shim_sample *buf = NULL;
+    size_t cap = 0, have;
+    /* The table may grow between the count and the copy: ask again. */
+    while ((have = api->samples(buf, cap)) > cap) {
+        free(buf);
+        cap = have + have / 4 + 64;
+        buf = malloc(cap * sizeof(*buf));
+        if (!buf) {
+            api->guard_leave(g);
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    calx_live_sample *live = malloc((have ? have : 1) * sizeof(*live));
+    if (!live) {
+        free(buf);
+        api->guard_leave(g);
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t k = 0;
+    uint32_t epoch = M.epoch & COOKIE_EPOCH_MASK;
+    for (size_t i = 0; i < have; i++) {
+        uint32_t e =
+            (uint32_t)(buf[i].cookie >> COOKIE_EPOCH_SHIFT) & COOKIE_EPOCH_MASK;
+        if (since_mark && e != epoch)
+            continue;
+        live_of(&buf[i], &live[k++]);
+    }
+    free(buf);
+    api->guard_leave(g);
+    *out = live;
+    *n = k;
+    return 0;
+}
+
+int calx_memory_lookup(const void *ptr, int since_mark, calx_live_sample *out)
+{
+    if (!M.attached)
+        return 0;
+    cal_shim_sample s;
+    if (!M.api->lookup(ptr, &s))
+        return 0;
+    uint32_t e = (uint32_t)(s.cookie >> COOKIE_EPOCH_SHIFT) & COOKIE_EPOCH_MASK;
+    if (since_mark && e != (M.epoch & COOKIE_EPOCH_MASK))
+        return 0;
+    live_of(&s, out);
+    return 1;
+}
+
+size_t calx_memory_tracked(void)
+{
+    if (!M.attached)
+        return 0;
+    int g = M.api->guard_enter();
+    size_t n = M.api->samples(NULL, 0);
+    M.api->guard_leave(g);
+    return n;
 }

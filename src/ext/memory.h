@@ -59,4 +59,35 @@ int calx_memory_restart_in_child(cal_profile *profile);
    restarted child). */
 int64_t calx_memory_inherited(void);
 
+/* ---- traces (calipers.memory, snapshots; GIL held) ------------------------
+ * The sampled allocations still alive, each with the stack table's node of
+ * the stack that made it.  A mark (calipers.memory.start, clear_traces)
+ * begins a tracing epoch: since_mark asks for the allocations made since;
+ * it also restarts the traced footprint and its peak. */
+
+typedef struct calx_live_sample {
+    uint32_t node;  /* stack table node, or CAL_STACKS_NONE */
+    int python;     /* made by Python's allocator */
+    int64_t weight; /* bytes it stands for */
+    int64_t size;   /* bytes of the block (> 0) */
+} calx_live_sample;
+
+/* Is memory being sampled in this process? */
+int calx_memory_attached(void);
+/* The mean bytes between allocation samples (1: every allocation), 0 when
+   not attached. */
+int64_t calx_memory_alloc_mean(void);
+void calx_memory_mark(void);
+/* The footprint since the mark and its peak since the mark or the last
+   reset_peak, exact (from the shim's counters), >= 0. */
+void calx_memory_traced(int64_t *current, int64_t *peak);
+void calx_memory_reset_peak(void);
+/* The live samples, into a malloc'd array *out of *n (free() it).
+   0, or -1 with an exception set. */
+int calx_memory_live(int since_mark, calx_live_sample **out, size_t *n);
+/* Is `ptr` the start of a live sampled block?  1 and *out, or 0. */
+int calx_memory_lookup(const void *ptr, int since_mark, calx_live_sample *out);
+/* How many sampled allocations are alive (tracked). */
+size_t calx_memory_tracked(void);
+
 #endif

@@ -22,6 +22,7 @@
 #include "sampler.h"
 #include "session.h"
 #include "signals.h"
+#include "traces.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -222,31 +223,37 @@ static PyObject *py_unwatch_signals(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(
-    set_periodic_doc,
-    "set_periodic(callback, interval, request_path)\n\n"
-    "Call callback(reason) from the sampler thread, with the GIL, every\n"
-    "`interval` seconds (0: never) with reason 'interval', and when the file\n"
-    "request_path (or None) exists with reason 'request'.  None turns it off.");
+PyDoc_STRVAR(set_periodic_doc,
+             "set_periodic(callback, interval, request_path, snapshot_interval=0,\n"
+             "             snapshot_request_path=None)\n\n"
+             "Call callback(reason) from the sampler thread, with the GIL, every\n"
+             "`interval` seconds (0: never) with reason 'interval', and when the file\n"
+             "request_path (or None) exists with reason 'request'; the same for\n"
+             "memory snapshots with reasons 'snapshot' and 'snapshot-request'.  None\n"
+             "turns it off.");
 
 static PyObject *py_set_periodic(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *callback;
-    double interval;
-    const char *path;
-    if (!PyArg_ParseTuple(args, "Odz", &callback, &interval, &path))
+    double interval[CALX_PERIODIC_JOBS] = {0};
+    const char *path[CALX_PERIODIC_JOBS] = {NULL};
+    if (!PyArg_ParseTuple(args, "Odz|dz", &callback, &interval[0], &path[0],
+                          &interval[1], &path[1]))
         return NULL;
     if (callback != Py_None && !PyCallable_Check(callback)) {
         PyErr_SetString(PyExc_TypeError, "callback must be callable or None");
         return NULL;
     }
-    if (!(interval >= 0)) {
-        PyErr_SetString(PyExc_ValueError, "interval must not be negative");
-        return NULL;
+    int64_t ns[CALX_PERIODIC_JOBS];
+    for (int i = 0; i < CALX_PERIODIC_JOBS; i++) {
+        if (!(interval[i] >= 0 && interval[i] < 1e9)) {
+            PyErr_SetString(PyExc_ValueError, "interval must be from 0 to 1e9 seconds");
+            return NULL;
+        }
+        ns[i] = (int64_t)(interval[i] * 1e9);
     }
-    if (calx_sampler_set_periodic(callback == Py_None ? NULL : callback,
-                                  (int64_t)(interval * 1e9), path) != 0)
+    if (calx_sampler_set_periodic(callback == Py_None ? NULL : callback, ns, path) != 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -736,6 +743,27 @@ static PyMethodDef methods[] = {
     {"render_text", py_render_text, METH_VARARGS, render_text_doc},
     {"render_html", py_render_html, METH_VARARGS, render_html_doc},
     {"export", py_export, METH_VARARGS, export_doc},
+    /* calipers.memory (traces.h) */
+    {"memory_available", calx_traces_available, METH_NOARGS,
+     "memory_available() -> bool\n\nAre this process's allocations being sampled?"},
+    {"memory_mark", calx_traces_mark, METH_NOARGS,
+     "memory_mark()\n\nBegin a tracing epoch: memory_traces(limit, True) reports the "
+     "allocations\nmade from now on; the traced footprint and its peak start from "
+     "now."},
+    {"memory_traced", calx_traces_traced, METH_NOARGS,
+     "memory_traced() -> (current, peak)\n\nThe footprint since the mark and its peak, "
+     "exact, in bytes."},
+    {"memory_reset_peak", calx_traces_reset_peak, METH_NOARGS,
+     "memory_reset_peak()\n\nThe traced peak starts again from the current footprint."},
+    {"memory_traces", calx_traces_list, METH_VARARGS,
+     "memory_traces(limit, since_mark) -> list\n\nThe live sampled allocations: "
+     "(domain, size, frames, total_nframe,\nblock_size, root_kept) each; frames most "
+     "recent first, at most limit."},
+    {"memory_object_traceback", calx_traces_object, METH_VARARGS,
+     "memory_object_traceback(obj, limit) -> (frames, total_nframe, root_kept) or None"
+     "\n\nWhere obj was allocated, if its block was sampled since the mark."},
+    {"memory_info", calx_traces_info, METH_NOARGS,
+     "memory_info() -> dict\n\nalloc_mean, tracked (live samples) and overhead_bytes."},
     {NULL, NULL, 0, NULL},
 };
 

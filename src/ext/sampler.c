@@ -235,10 +235,12 @@ typedef struct engine {
 
     /* Periodic writes and requests (set before the thread starts, or with
        the GIL; read by the sampler thread). */
-    PyObject *periodic;  /* callback(reason), or NULL */
-    int64_t periodic_ns; /* 0: only on request */
-    char *request_path;  /* a file whose existence is a request, or NULL */
-    int64_t next_periodic, next_request_check;
+    PyObject *periodic; /* callback(reason), or NULL */
+    struct periodic_job {
+        int64_t ns;         /* 0: only on request */
+        char *request_path; /* a file whose existence is a request, or NULL */
+        int64_t next, next_check;
+    } jobs[CALX_PERIODIC_JOBS];
 
     /* The handshake. */
     atomic_int active; /* profiling in this process */
@@ -1205,16 +1207,21 @@ static void abs_deadline(struct timespec *ts, int64_t from_now_ns)
    Sampler thread, E.mu held. */
 static const char *periodic_due(int64_t now)
 {
+    static const char *const reasons[CALX_PERIODIC_JOBS][2] = {
+        {"interval", "request"}, {"snapshot", "snapshot-request"}};
     if (!E.periodic)
         return NULL;
-    if (E.periodic_ns > 0 && now >= E.next_periodic) {
-        E.next_periodic = now + E.periodic_ns;
-        return "interval";
-    }
-    if (E.request_path && now >= E.next_request_check) {
-        E.next_request_check = now + REQUEST_CHECK_NS;
-        if (calx_runtime_entry_exists(E.request_path))
-            return "request";
+    for (int i = 0; i < CALX_PERIODIC_JOBS; i++) {
+        struct periodic_job *j = &E.jobs[i];
+        if (j->ns > 0 && now >= j->next) {
+            j->next = now + j->ns;
+            return reasons[i][0];
+        }
+        if (j->request_path && now >= j->next_check) {
+            j->next_check = now + REQUEST_CHECK_NS;
+            if (calx_runtime_entry_exists(j->request_path))
+                return reasons[i][1];
+        }
     }
     return NULL;
 }
@@ -1671,9 +1678,10 @@ int calx_sampler_restart_in_child(void)
        and so do its periodic writes. */
     Py_CLEAR(E.periodic);
     E.gpu_mode = CALX_GPU_OFF; /* the parent's poller counts this process too */
-    free(E.request_path);
-    E.request_path = NULL;
-    E.periodic_ns = 0;
+    for (int i = 0; i < CALX_PERIODIC_JOBS; i++) {
+        free(E.jobs[i].request_path);
+        E.jobs[i] = (struct periodic_job){0};
+    }
     int guard = calx_runtime_guard_enter();
     /* The parent's profile and code table are left as they are, not freed
        (session.c says why). */
@@ -1800,24 +1808,27 @@ void calx_sampler_set_awaiting(PyObject *callback)
     Py_XSETREF(E.awaiting, callback);
 }
 
-int calx_sampler_set_periodic(PyObject *callback, int64_t interval_ns,
-                              const char *request_path)
+int calx_sampler_set_periodic(PyObject *callback, const int64_t interval_ns[],
+                              const char *const request_path[])
 {
-    char *path = request_path ? strdup(request_path) : NULL;
-    if (request_path && !path) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    char *paths[CALX_PERIODIC_JOBS] = {NULL};
+    for (int i = 0; i < CALX_PERIODIC_JOBS; i++)
+        if (request_path[i] && !(paths[i] = strdup(request_path[i]))) {
+            for (int k = 0; k < i; k++)
+                free(paths[k]);
+            PyErr_NoMemory();
+            return -1;
+        }
     pthread_mutex_lock(&E.mu);
     Py_XINCREF(callback);
     PyObject *old = E.periodic;
     E.periodic = callback;
-    E.periodic_ns = interval_ns;
-    free(E.request_path);
-    E.request_path = path;
     int64_t now = cal_clock_now_ns();
-    E.next_periodic = now + interval_ns;
-    E.next_request_check = now;
+    for (int i = 0; i < CALX_PERIODIC_JOBS; i++) {
+        free(E.jobs[i].request_path);
+        E.jobs[i] =
+            (struct periodic_job){interval_ns[i], paths[i], now + interval_ns[i], now};
+    }
     pthread_mutex_unlock(&E.mu);
     Py_XDECREF(old);
     return 0;

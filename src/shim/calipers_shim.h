@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define CAL_SHIM_SYMBOL "calipers_shim_api"
-#define CAL_SHIM_ABI 2
+#define CAL_SHIM_ABI 3
 
 #define CAL_SHIM_RISING 1
 #define CAL_SHIM_NEW_PEAK 2
@@ -32,6 +32,7 @@ typedef struct cal_shim_counters {
     int64_t live_python;  /* ... by Python's allocator (arenas + large blocks) */
     int64_t peak;         /* highest live_native + live_python */
     int64_t peak_python;  /* live_python at that peak */
+    int64_t mark_peak;    /* highest live since the last reset_mark_peak() */
     int64_t alloc_native; /* bytes ever allocated by native code */
     int64_t alloc_python; /* bytes ever allocated through PyMem/PyObject */
     int64_t copied;       /* bytes ever copied by memcpy/memmove */
@@ -45,9 +46,9 @@ typedef struct cal_shim_hooks {
     /* A sampled allocation of `size` bytes at `ptr`.  Returns a nonzero
        cookie to track it until it is freed (handed back to `free`), or 0 not
        to track it. */
-    uint32_t (*alloc)(void *ptr, size_t size, int64_t weight, int python);
+    uint64_t (*alloc)(void *ptr, size_t size, int64_t weight, int python);
     /* A tracked allocation was freed (or moved by realloc). */
-    void (*free)(void *ptr, uint32_t cookie, int64_t weight);
+    void (*free)(void *ptr, uint64_t cookie, int64_t weight);
     /* A sampled memcpy/memmove. */
     void (*copy)(int64_t weight);
     /* The footprint moved by the threshold since the last call; flags:
@@ -79,6 +80,15 @@ typedef struct cal_shim_config {
     int64_t python_baseline; /* pymalloc arena bytes that exist already */
 } cal_shim_config;
 
+/* A tracked allocation: its block, its cookie, the bytes it stands for and
+   the bytes asked for. */
+typedef struct cal_shim_sample {
+    const void *ptr;
+    uint64_t cookie;
+    int64_t weight;
+    uint64_t size;
+} cal_shim_sample;
+
 typedef struct cal_shim_api {
     int abi; /* CAL_SHIM_ABI */
     /* Start sampling into `hooks` (copied).  Returns 0, or -1 if another
@@ -107,6 +117,14 @@ typedef struct cal_shim_api {
        tracked allocation (their cookies belong to the parent's profile) and
        start the peak from the current footprint. */
     void (*reset)(void);
+    /* Is ptr the start of a tracked allocation?  1 and *out filled, or 0. */
+    int (*lookup)(const void *ptr, cal_shim_sample *out);
+    /* Copy up to `cap` tracked allocations into `out` (in no particular
+       order); returns how many there are (more than cap: call again with
+       room for them). */
+    size_t (*samples)(cal_shim_sample *out, size_t cap);
+    /* Start mark_peak afresh from the current footprint. */
+    void (*reset_mark_peak)(void);
 } cal_shim_api;
 
 #endif

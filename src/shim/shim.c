@@ -122,6 +122,7 @@ static TLS thread_state T;
    is set (release) and read after it is seen (acquire). */
 static struct {
     _Atomic int64_t live_native, live_python, peak, peak_python;
+    _Atomic int64_t mark_peak; /* highest live since api_reset_mark_peak */
     _Atomic int64_t alloc_native, alloc_python, copied, dropped;
     _Atomic int64_t last_event, event_peak;
     atomic_int attached;
@@ -146,8 +147,9 @@ static struct {
 
 typedef struct track_slot {
     uintptr_t key;
-    uint32_t cookie;
+    uint64_t cookie;
     int64_t weight;
+    uint64_t size; /* the bytes asked for */
 } track_slot;
 
 static struct {
@@ -215,7 +217,7 @@ static int tt_rehash(void)
     return 0;
 }
 
-static int tt_insert(uintptr_t key, uint32_t cookie, int64_t weight)
+static int tt_insert(uintptr_t key, uint64_t cookie, int64_t weight, uint64_t size)
 {
     int rc = -1;
     tt_lock();
@@ -225,6 +227,7 @@ static int tt_insert(uintptr_t key, uint32_t cookie, int64_t weight)
     if (s) { /* a stale entry: the block was freed where we could not see */
         s->cookie = cookie;
         s->weight = weight;
+        s->size = size;
         rc = 0;
         goto out;
     }
@@ -233,7 +236,7 @@ static int tt_insert(uintptr_t key, uint32_t cookie, int64_t weight)
         i = (i + 1) & mask;
     if (TT.slots[i].key == KEY_EMPTY)
         TT.used++;
-    TT.slots[i] = (track_slot){key, cookie, weight};
+    TT.slots[i] = (track_slot){key, cookie, weight, size};
     TT.live++;
     _Atomic uint8_t *f = &TT.filter[mix(key) >> (64 - FILTER_BITS)];
     uint8_t c = atomic_load_explicit(f, memory_order_relaxed);
@@ -254,7 +257,7 @@ static inline int tt_maybe(uintptr_t key)
 }
 
 /* Remove key if tracked; returns 1 and its values if it was. */
-static int tt_remove(uintptr_t key, uint32_t *cookie, int64_t *weight)
+static int tt_remove(uintptr_t key, uint64_t *cookie, int64_t *weight)
 {
     _Atomic uint8_t *f = &TT.filter[mix(key) >> (64 - FILTER_BITS)];
     int found = 0;
@@ -384,6 +387,9 @@ static void flush(void)
             atomic_store_explicit(&G.peak_python, lp, memory_order_relaxed);
             break;
         }
+    int64_t mk = atomic_load_explicit(&G.mark_peak, memory_order_relaxed);
+    while (live > mk && !atomic_compare_exchange_weak(&G.mark_peak, &mk, live))
+        ;
     if (!atomic_load_explicit(&G.attached, memory_order_relaxed))
         return;
     int64_t last = atomic_load_explicit(&G.last_event, memory_order_relaxed);
@@ -428,8 +434,8 @@ static COLD void sample_alloc(void *p, size_t n, uint64_t k, int python)
     T.guard = 1;
     int64_t weight = (int64_t)k * (python ? T.python.mean : T.native.mean);
     if (hooks_enter()) {
-        uint32_t cookie = G.hooks.alloc(p, n, weight, python);
-        if (cookie && tt_insert((uintptr_t)p, cookie, weight) != 0) {
+        uint64_t cookie = G.hooks.alloc(p, n, weight, python);
+        if (cookie && tt_insert((uintptr_t)p, cookie, weight, n) != 0) {
             atomic_fetch_add(&G.dropped, 1);
             G.hooks.free(p, cookie, weight);
         }
@@ -441,7 +447,7 @@ static COLD void sample_alloc(void *p, size_t n, uint64_t k, int python)
 
 static COLD void untrack_slow(void *p)
 {
-    uint32_t cookie;
+    uint64_t cookie;
     int64_t weight;
     if (!tt_remove((uintptr_t)p, &cookie, &weight))
         return;
@@ -831,6 +837,7 @@ static void api_counters(cal_shim_counters *out)
     out->live_python = atomic_load(&G.live_python);
     out->peak = atomic_load(&G.peak);
     out->peak_python = atomic_load(&G.peak_python);
+    out->mark_peak = atomic_load(&G.mark_peak);
     out->alloc_native = atomic_load(&G.alloc_native);
     out->alloc_python = atomic_load(&G.alloc_python);
     out->copied = atomic_load(&G.copied);
@@ -848,6 +855,52 @@ static void api_guard_leave(int previous) { T.guard = (uint8_t)previous; }
 
 static int api_tracked(const void *p) { return tt_contains((uintptr_t)p); }
 
+static int api_lookup(const void *p, cal_shim_sample *out)
+{
+    uintptr_t key = (uintptr_t)p;
+    if (!tt_maybe(key))
+        return 0;
+    uint8_t g = T.guard;
+    T.guard = 1;
+    tt_lock();
+    const track_slot *s = tt_find(key);
+    if (s)
+        *out = (cal_shim_sample){p, s->cookie, s->weight, s->size};
+    tt_unlock();
+    T.guard = g;
+    return s != NULL;
+}
+
+static size_t api_samples(cal_shim_sample *out, size_t cap)
+{
+    uint8_t g = T.guard;
+    T.guard = 1;
+    tt_lock();
+    size_t n = 0;
+    for (size_t i = 0; TT.slots && i < TT.cap; i++) {
+        const track_slot *s = &TT.slots[i];
+        if (s->key == KEY_EMPTY || s->key == KEY_GONE)
+            continue;
+        if (n < cap)
+            out[n] =
+                (cal_shim_sample){(const void *)s->key, s->cookie, s->weight, s->size};
+        n++;
+    }
+    tt_unlock();
+    T.guard = g;
+    return n;
+}
+
+static void api_reset_mark_peak(void)
+{
+    uint8_t g = T.guard;
+    T.guard = 1;
+    flush();
+    atomic_store(&G.mark_peak,
+                 atomic_load(&G.live_native) + atomic_load(&G.live_python));
+    T.guard = g;
+}
+
 static void api_reset(void)
 {
     uint8_t g = T.guard;
@@ -864,7 +917,7 @@ static void api_reset(void)
         if (k != KEY_GONE)
             atomic_store_explicit(&TT.filter[mix(k) >> (64 - FILTER_BITS)], 0,
                                   memory_order_relaxed);
-        TT.slots[i] = (track_slot){KEY_EMPTY, 0, 0};
+        TT.slots[i] = (track_slot){KEY_EMPTY, 0, 0, 0};
     }
     TT.used = TT.live = 0;
     tt_unlock();
@@ -891,6 +944,9 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .arena_alloc = arena_alloc,
     .arena_free = arena_free,
     .reset = api_reset,
+    .lookup = api_lookup,
+    .samples = api_samples,
+    .reset_mark_peak = api_reset_mark_peak,
 };
 
 /* ---- process events ------------------------------------------------------------- */

@@ -1,0 +1,33 @@
+/*
+ * traces — calipers.memory's view of the live sampled allocations: the
+ * functions of the extension module behind src/calipers/memory.py (each
+ * called with the GIL held; each returns NULL with an exception set on
+ * error).  The data comes from the memory engine (memory.h) and the stack
+ * table (cal_stacks.h).
+ */
+#ifndef CALX_TRACES_H
+#define CALX_TRACES_H
+
+#include <Python.h>
+
+/* The most frames a traceback may keep (tracemalloc's own limit). */
+#define CALX_TRACES_MAX_LIMIT 65535
+
+/* memory_available() -> bool */
+PyObject *calx_traces_available(PyObject *self, PyObject *noargs);
+/* memory_mark(): begin a tracing epoch */
+PyObject *calx_traces_mark(PyObject *self, PyObject *noargs);
+/* memory_traced() -> (current, peak) */
+PyObject *calx_traces_traced(PyObject *self, PyObject *noargs);
+/* memory_reset_peak() */
+PyObject *calx_traces_reset_peak(PyObject *self, PyObject *noargs);
+/* memory_traces(limit, since_mark) -> [(domain, size, frames, total_nframe,
+   block_size, root_kept), ...] */
+PyObject *calx_traces_list(PyObject *self, PyObject *args);
+/* memory_object_traceback(obj, limit) -> (frames, total_nframe, root_kept)
+   or None */
+PyObject *calx_traces_object(PyObject *self, PyObject *args);
+/* memory_info() -> {"alloc_mean", "tracked", "overhead_bytes"} */
+PyObject *calx_traces_info(PyObject *self, PyObject *noargs);
+
+#endif
