@@ -372,11 +372,19 @@ def test_cumulative_counts_a_frame_once_per_trace():
 
 def test_statistics_traceback_keeps_elision():
     frames = (("leaf.py", 1), ("root.py", 1))
-    raw = [(0, 4096, frames, 30, 64, 1), (0, 4096, tuple(frames), 31, 64, 1)]
+    raw = [(0, 4096, frames, 30, 64, 1), (0, 4096, frames, 31, 64, 1),
+           (0, 4096, tuple(list(frames)), 30, 64, 1)]
     (stat,) = Snapshot(raw, 2).statistics("traceback")
     assert stat.traceback.elided_at == 1 and stat.traceback.elided is None
-    assert stat.count == 128
+    assert stat.count == 192
     assert "  ... frames elided ..." in stat.traceback.format()
+    # Every trace agrees on the depth: the count of frames elided is known.
+    (stat,) = Snapshot(raw[:1] * 3, 2).statistics("traceback")
+    assert stat.traceback.elided == 28
+    assert "  ... 28 frames elided ..." in stat.traceback.format()
+    # Nothing elided in the middle: no total_nframe, as tracemalloc's.
+    (stat,) = Snapshot([(0, 64, frames, 30, 64, 0)], 2).statistics("traceback")
+    assert stat.traceback.total_nframe is None and stat.traceback.elided_at is None
 
 
 def test_statistics_errors():

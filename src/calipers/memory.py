@@ -619,7 +619,8 @@ _SIZE, _COUNT, _VAR_SIZE, _VAR_COUNT = range(4)
 
 def _sum_by_frames(raw_traces):
     """The sums of `raw_traces` per distinct frames tuple: a list of
-    [frames, total_nframe, root_kept, size, count, var_size, var_count].
+    [frames, total_nframe, root_kept, size, count, var_size, var_count]
+    (total_nframe None if its traces disagree; root_kept the first's).
 
     HOW IT WORKS: a trace that sampled a block of b bytes with weight s
     (s >= b) stands for s bytes, in c = s / b blocks: the block was chosen
@@ -644,6 +645,8 @@ def _sum_by_frames(raw_traces):
         if entry is None:
             entry = sums[id(frames)] = [frames, raw[3], raw[5] if len(raw) > 5 else 0,
                                         0, 0, 0, 0.0]
+        elif entry[1] != raw[3]:
+            entry[1] = None  # stacks of different depths: total unknown
         entry[3] += size
         block_size = raw[4] if len(raw) > 4 else size
         if block_size == size or block_size <= 0:
@@ -795,17 +798,24 @@ class Snapshot:
         group = {}
         entries = _sum_by_frames(self.traces._traces)
         if key_type == "traceback":
-            # Equal frames from different trace tuples share one key; its
-            # traceback shows an elision if the first trace had one.
+            # Equal frames from different trace tuples share one key.  Its
+            # traceback has no total_nframe (as tracemalloc's), unless
+            # frames were elided from the middle of the stack: then the
+            # first trace says where, and the total is kept if every trace
+            # agrees on it, for format() to say how many.
             shapes = {}
             for entry in entries:
                 frames = entry[0]
                 _add(group, frames, entry)
-                if frames not in shapes:
-                    total, kept = entry[1], entry[2]
-                    elided = total is not None and total > len(frames)
-                    shapes[frames] = kept if elided else 0
-            return {Traceback(frames, None, shapes[frames]): sums
+                total, kept = entry[1], entry[2]
+                # (Totals that differ: some stack was deeper than the frames.)
+                elided = bool(kept) and (total is None or total > len(frames))
+                shape = shapes.get(frames)
+                if shape is None:
+                    shapes[frames] = [total if elided else None, kept if elided else 0]
+                elif shape[0] != total:
+                    shape[0] = None
+            return {Traceback(frames, *shapes[frames]): sums
                     for frames, sums in group.items()}
         if key_type == "lineno":
             for entry in entries:
