@@ -683,3 +683,61 @@ def test_functions_with_engine(stopped, monkeypatch):
 def test_domains():
     assert (memory.PYTHON_DOMAIN, memory.NATIVE_DOMAIN) == (0, 1)
     assert set(memory.__all__) <= set(dir(memory))
+
+
+# --- Under `calipers run`: the engine's traces --------------------------------------
+
+PROGRAM = '''
+import json, sys
+if sys.argv[1] == "calipers":
+    import calipers.memory as tracemalloc
+else:
+    import tracemalloc
+tracemalloc.start(4)
+def make():
+    return [bytearray(1000) for _ in range(5000)]  # line 9
+keep = make()
+obj = bytearray(123456)
+snap = tracemalloc.take_snapshot()
+(stat,) = [s for s in snap.statistics("lineno") if s.traceback[0].lineno == 9]
+tb = tracemalloc.get_object_traceback(obj)
+print(json.dumps({"size": stat.size, "count": stat.count, "str": str(stat),
+                  "stderr": getattr(stat, "size_stderr", 0),
+                  "object": [str(f) for f in tb] if tb else None}))
+'''
+
+
+def run_program(tmp_path, which, *options):
+    import json
+    import subprocess
+    import sys
+
+    from calipers import _calipers
+    if not hasattr(_calipers, "memory_traces"):
+        pytest.skip("calipers._calipers has no memory engine (memory_traces)")
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    if which == "calipers":
+        argv = [sys.executable, "-m", "calipers", "run", "--no-report",
+                "-o", str(tmp_path / "p.json"), *options, str(script), which]
+    else:
+        argv = [sys.executable, str(script), which]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_exact_tracing_is_tracemalloc(tmp_path):
+    # --memory-interval 1 samples every allocation: tracemalloc's numbers.
+    ours = run_program(tmp_path, "calipers", "--memory-interval", "1")
+    theirs = run_program(tmp_path, "tracemalloc")
+    assert ours == theirs
+    assert ours["object"] == ["%s:11" % (tmp_path / "prog.py")]
+
+
+def test_sampled_tracing_estimates(tmp_path):
+    exact = run_program(tmp_path, "tracemalloc")
+    ours = run_program(tmp_path, "calipers", "--memory-interval", "64k")
+    assert ours["stderr"] > 0 and "\u00b1" in ours["str"]
+    # Six standard errors: a failure here is a bias, not bad luck (1e-9).
+    assert abs(ours["size"] - exact["size"]) < 6 * ours["stderr"] + 4096

@@ -24,8 +24,14 @@ What differs from ``tracemalloc``, and why:
   unbiased estimate), ``Trace.block_size`` the size of the one block that
   was sampled.  ``Statistic.size`` and ``Statistic.count`` are estimates
   with standard errors (``size_stderr``, ``count_stderr``), printed as
-  "± X"; traced exactly (every allocation sampled) they are tracemalloc's
-  numbers and the errors are zero.
+  "± X"; traced exactly (``calipers run --memory-interval 1``) they are
+  tracemalloc's numbers and the errors are zero.  The errors are those of
+  independent (Horvitz-Thompson) sampling: calipers' sampler lays its
+  sample points at more even gaps (src/core/cal_bsamp.h), so the real
+  error is about that for a line whose allocations are scattered among
+  others', and smaller, down to a third, for a line that allocates many
+  blocks in a row: the errors err on the safe side, and
+  ``StatisticDiff.significant`` towards "not significant".
 - A deep stack keeps both ends (the root, where the work began, and the
   leaf, where the block was allocated); the frames elided between them are
   shown by ``Traceback.format()`` as "... N frames elided ...".
@@ -623,12 +629,26 @@ def _sum_by_frames(raw_traces):
     (total_nframe None if its traces disagree; root_kept the first's).
 
     HOW IT WORKS: a trace that sampled a block of b bytes with weight s
-    (s >= b) stands for s bytes, in c = s / b blocks: the block was chosen
-    with probability p = b / s.  That is the Horvitz-Thompson estimator,
+    (s >= b) stands for s bytes, in c = s / b blocks: read as if the block
+    was chosen independently with probability p = b / s.  That is the
+    Horvitz-Thompson estimator,
     whose variance is estimated, per sampled unit, by y**2 (1 - p) / p**2:
     s (s - b) for the bytes (y = b) and c (c - 1) for the count (y = 1).
     Exact traces (s == b) add nothing.  Sums over traces, so each group's
     variance is the sum of its traces'.
+
+    LIMITATION: calipers' sampler (cal_bsamp.h) is not independent: its
+    sample points are laid at gaps drawn from [mean/2, 3 mean/2], which
+    spreads them more evenly than independent sampling would, and gives a
+    block k points (weight k * mean) rather than weight b / p.  Both are
+    unbiased, but the variance of the even gaps depends on how a line's
+    allocations interleave with the others', which a snapshot does not
+    record.  Blocks of one line far apart in the stream are sampled
+    almost independently (the variance here), blocks close together less
+    so (less variance: a line allocating 5,000 blocks in a row spread a
+    third as much as this says); and a block larger than the mean gets
+    k * mean with k within one of b / mean, far less variance than
+    s (s - b).  So in practice these are upper bounds.
 
     The engine shares one frames tuple between the traces of one
     traceback, so traces are first summed by the tuple's identity (a dict
