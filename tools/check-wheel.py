@@ -67,6 +67,7 @@ REQUIRED = [
     ("calipers/cli.py", None),
     ("calipers/_agent.py", None),
     ("calipers/_common.py", None),
+    ("calipers/memory.py", None),
     ("calipers/_boot/sitecustomize.py", None),
     ("calipers/schema/calipers-1.schema.json", None),
     ("calipers/_calipers.", ".so"),
