@@ -15,6 +15,7 @@
 #include "cal_report.h"
 #include "cal_view.h"
 #include "codeinfo.h"
+#include "diff.h"
 #include "gpu.h"
 #include "memory.h"
 #include "pyinternals.h"
@@ -736,6 +737,14 @@ static PyMethodDef methods[] = {
     {"render_text", py_render_text, METH_VARARGS, render_text_doc},
     {"render_html", py_render_html, METH_VARARGS, render_html_doc},
     {"export", py_export, METH_VARARGS, export_doc},
+    {"diff", calx_diff, METH_VARARGS,
+     "diff(old, new, options) -> str\n\n"
+     "Compare two profiles (JSON) or two memory snapshots (bytes each);\n"
+     "options: by, sort, top, format ('text', 'html', 'json'), width, tty,\n"
+     "old_name, new_name, and html (a path: the page is written there and\n"
+     "'' returned).  ValueError for a corrupt input or a bad option,\n"
+     "TypeError for a profile and a snapshot, OSError if html cannot be\n"
+     "written."},
     {NULL, NULL, 0, NULL},
 };
 
