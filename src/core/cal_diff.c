@@ -479,6 +479,8 @@ static void fmt_bytes(char *dst, size_t cap, double b, int sign)
 
 static void fmt_seconds(char *dst, size_t cap, double s, int sign)
 {
+    if (fabs(s) < 0.005)
+        s = 0; /* no "-0.00s" */
     const char *sg = s < 0 ? "-" : sign && s > 0 ? "+" : "";
     double a = fabs(s);
     if (a < 999.995)
@@ -854,15 +856,14 @@ static void render_text(const diff *d, cal_buf *out)
         cal_buf_puts(out, "\n");
     }
     cal_buf_free(&pl);
+    /* Short lines: the narrowest table is 60 columns. */
+    cal_buf_puts(out, "\n+/-: new minus old.  new, gone: only in the new, old run.\n");
     if (d->snap)
-        cal_buf_puts(out,
-                     "\n+/- is new minus old; +/-err its standard error; * marks a "
-                     "change larger than 3 standard errors.\n");
+        cal_buf_puts(out, "+/-err: the change's standard error.\n"
+                          "*: a change larger than 3 standard errors.\n");
     else
-        cal_buf_printf(out,
-                       "\n+/- is new minus old; %s; \"changed\": the line's source "
-                       "differs (lines are matched by number).\n",
-                       "\"new\"/\"gone\": only in the new/old run");
+        cal_buf_puts(out, "changed: the line's source text differs (lines are\n"
+                          "matched by number: an edit above a line shifts it).\n");
 }
 
 /* ---- HTML ------------------------------------------------------------------ */
