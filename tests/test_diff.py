@@ -171,3 +171,48 @@ def test_html_opens_in_a_browser(runs, tmp_path):
             assert any("diff_work.py:%d" % line_of(PROGRAM, "WORK") in c for c in cells)
         finally:
             b.close()
+
+
+def write_snapshot(path, traces):
+    """A snapshot file of raw traces (domain, size, frames, total, block_size,
+    root_kept), through the extension's writer."""
+    from calipers import _calipers
+
+    if not hasattr(_calipers, "snapshot_write"):
+        pytest.skip("this build has no snapshot files (the snapfile branch)")
+    _calipers.snapshot_write(str(path), traces, "{}")
+    return path
+
+
+A, B, C = ("/p/a.py", 10), ("/p/b.py", 20), ("/p/c.py", 30)
+
+
+def test_snapshots_with_their_errors(tmp_path, runs):
+    # a.py:10 exact, 1 MB -> 21 MB: significant.  b.py:20 sampled (1 MB in
+    # blocks of 1 kB) both times: no change, stderr sqrt(2 * 1e6 * 999e3).
+    old = write_snapshot(tmp_path / "old.snap", [
+        (0, 1_000_000, (A, C), 2, 1_000_000, 0), (0, 1_000_000, (B,), 1, 1000, 0)])
+    new = write_snapshot(tmp_path / "new.snap", [
+        (0, 21_000_000, (A, C), 2, 21_000_000, 0), (1, 1_000_000, (B,), 1, 1000, 0),
+        (0, 500, (C,), 1, 500, 0)])
+    d = diff_json(old, new)
+    assert d["kind"] == "snapshots" and d["sort"] == "size"
+    a, b, c = d["rows"]
+    assert (a["path"], a["line"], a["size_bytes"]) == (A[0], A[1], [1_000_000, 21_000_000,
+                                                                    20_000_000])
+    assert a["size_stderr"] == 0 and a["size_significant"] is True
+    assert c["path"] == C[0] and c["status"] == "new"
+    assert b["size_bytes"][2] == 0 and b["count"] == [1000, 1000, 0]
+    assert b["size_stderr"] == round((2 * 1e6 * 999e3) ** 0.5)
+    assert b["size_significant"] is False
+    d = diff_json(old, new, "--by", "traceback")
+    assert d["rows"][0]["traceback"] == "/p/a.py:10 < /p/c.py:30"
+    proc = calipers_cmd("diff", old, new)
+    assert proc.returncode == 0 and "standard error" in proc.stdout
+    # A profile and a snapshot: one line.
+    assert_one_line_error(calipers_cmd("diff", runs[0], new), 2, "cannot compare")
+    assert_one_line_error(calipers_cmd("diff", "--by", "function", old, new), 2,
+                          "compares profiles")
+    bad = tmp_path / "bad.snap"
+    bad.write_bytes(new.read_bytes()[:40])
+    assert_one_line_error(calipers_cmd("diff", old, bad), 2, "bad.snap")

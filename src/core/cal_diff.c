@@ -721,10 +721,11 @@ static void text_header(const diff *d, cal_buf *out)
     int tty = d->o->tty;
     if (tty)
         cal_buf_puts(out, BOLD);
+    int room = ((d->o->width < 60 ? 60 : d->o->width) - 19) / 2;
     cal_buf_puts(out, "calipers diff: ");
-    add_cut(out, d->o->old_name ? d->o->old_name : "old", 200, tty);
+    add_cut(out, d->o->old_name ? d->o->old_name : "old", room, tty);
     cal_buf_puts(out, tty ? " → " : " -> ");
-    add_cut(out, d->o->new_name ? d->o->new_name : "new", 200, tty);
+    add_cut(out, d->o->new_name ? d->o->new_name : "new", room, tty);
     cal_buf_puts(out, tty ? RESET "\n" : "\n");
     header_row(out, "", "old", "new", "+/-", "");
     if (d->snap) {
