@@ -197,7 +197,7 @@ def test_snapshots_with_their_errors(tmp_path, runs):
         (0, 500, (C,), 1, 500, 0)])
     d = diff_json(old, new)
     assert d["kind"] == "snapshots" and d["sort"] == "size"
-    a, b, c = d["rows"]
+    a, c, b = d["rows"]  # by |size change|: 20 MB, 500 B, 0
     assert (a["path"], a["line"], a["size_bytes"]) == (A[0], A[1], [1_000_000, 21_000_000,
                                                                     20_000_000])
     assert a["size_stderr"] == 0 and a["size_significant"] is True
