@@ -510,39 +510,14 @@ def test_pickle_round_trip():
         assert copy == obj and repr(copy) == repr(obj)
 
 
-class FakeCodec:
-    """The engine's snapshot_* calls, keeping (traces, meta_json) in memory."""
+def test_dump_load_metadata_and_attributes(tmp_path):
+    from calipers import _calipers
 
-    def __init__(self):
-        self.files = {}
-
-    def snapshot_encode(self, raw, meta_json):
-        key = b"SNAP%d" % len(self.files)
-        self.files[key] = (list(raw), meta_json)
-        return key
-
-    def snapshot_decode(self, data):
-        if data not in self.files:
-            raise ValueError("not a snapshot")
-        return self.files[data]
-
-    def snapshot_write(self, path, raw, meta_json):
-        with open(path, "wb") as f:
-            f.write(self.snapshot_encode(raw, meta_json))
-
-    def snapshot_read(self, path):
-        with open(path, "rb") as f:
-            return self.snapshot_decode(f.read())
-
-
-def test_dump_load_metadata_and_attributes(monkeypatch, tmp_path):
-    codec = FakeCodec()
-    monkeypatch.setattr(memory, "_codec", lambda: codec)
     snapshot = Snapshot([(0, 10, (("a.py", 2),), 1)], 7, {"pid": 3, "argv": ["x"]})
     snapshot.test_attr = "new"
     snapshot.dump(tmp_path / "s.snap")
-    raw, meta_json = next(iter(codec.files.values()))
-    assert raw == [(0, 10, (("a.py", 2),), 1, 10, 0)]  # the engine gets 6-tuples
+    raw, meta_json = _calipers.snapshot_read(str(tmp_path / "s.snap"))
+    assert raw == [(0, 10, (("a.py", 2),), 1, 10, 0)]  # the file holds 6-tuples
     again = Snapshot.load(str(tmp_path / "s.snap"))
     assert again.test_attr == "new" and again.traceback_limit == 7
     assert again.meta == {"pid": 3, "argv": ["x"]}
@@ -585,35 +560,6 @@ def test_dump_load_real_file(tmp_path):
 
 # --- Tracing functions ------------------------------------------------------------------
 
-class FakeEngine:
-    def __init__(self, available=True):
-        self.available = available
-        self.marks = 0
-        self.peak_resets = 0
-
-    def memory_available(self):
-        return self.available
-
-    def memory_mark(self):
-        self.marks += 1
-
-    def memory_traced(self):
-        return (100, 150)
-
-    def memory_reset_peak(self):
-        self.peak_resets += 1
-
-    def memory_traces(self, limit, since_mark):
-        assert since_mark is True
-        return [(0, 4096, (("x.py", 1),), 1, 64, 0)][:limit]
-
-    def memory_object_traceback(self, obj, limit):
-        return None if obj is None else ((("x.py", 3),), 1, 0)
-
-    def memory_info(self):
-        return {"alloc_mean": 4096, "tracked": 1, "overhead_bytes": 1234}
-
-
 @pytest.fixture
 def stopped():
     memory.stop()
@@ -644,40 +590,71 @@ def test_start_not_an_int(stopped):
         memory.start(1.5)
 
 
-def test_start_without_sampling(stopped, monkeypatch):
+def test_start_without_sampling(stopped):
     # Outside `calipers run` (as here): a one-line explanation.
     with pytest.raises(RuntimeError, match="calipers") as info:
         memory.start()
-    assert "\n" not in str(info.value)
-    monkeypatch.setattr(memory, "_engine", lambda: FakeEngine(available=False))
-    with pytest.raises(RuntimeError, match="calipers run"):
-        memory.start()
+    assert "\n" not in str(info.value) and "calipers run" in str(info.value)
     assert not memory.is_tracing()
 
 
-def test_functions_with_engine(stopped, monkeypatch):
-    engine = FakeEngine()
-    monkeypatch.setattr(memory, "_engine", lambda: engine)
-    memory.start(5)
-    assert memory.is_tracing() and memory.get_traceback_limit() == 5 and engine.marks == 1
-    memory.start(9)  # already tracing: nothing changes, as in tracemalloc
-    assert memory.get_traceback_limit() == 5 and engine.marks == 1
-    assert memory.get_traced_memory() == (100, 150)
-    memory.reset_peak()
-    memory.clear_traces()
-    assert (engine.peak_resets, engine.marks) == (1, 2)
-    assert memory.get_tracemalloc_memory() == 1234
-    assert memory.get_object_traceback(None) is None
-    assert memory.get_object_traceback(object()) == Traceback((("x.py", 3),))
-    snapshot = memory.take_snapshot()
-    assert snapshot.traceback_limit == 5 and len(snapshot.traces) == 1
-    assert snapshot.meta["alloc_mean"] == 4096 and snapshot.meta["traced"] == [100, 150]
-    assert {"pid", "time", "argv"} <= set(snapshot.meta)
-    assert str(snapshot.statistics("lineno")[0]) == \
-        "x.py:1: size=4096 B \u00b1 4064 B, count=64 \u00b1 63, average=64 B"
-    memory.stop()
-    assert not memory.is_tracing() and memory.get_traced_memory() == (0, 0)
-    assert memory.get_traceback_limit() == 5
+TRACING = '''
+import json, sys
+import calipers.memory as memory
+out = {}
+memory.start(5)
+out["tracing"] = memory.is_tracing() and memory.get_traceback_limit() == 5
+memory.start(9)  # already tracing: nothing changes, as in tracemalloc
+out["limit"] = memory.get_traceback_limit()
+keep = bytearray(8 << 20)
+out["traced"] = memory.get_traced_memory()
+memory.reset_peak()
+del keep
+out["after_reset"] = memory.get_traced_memory()
+memory.clear_traces()
+out["cleared"] = memory.get_traced_memory()
+out["cleared_traces"] = len(memory.take_snapshot().traces)
+out["overhead"] = memory.get_tracemalloc_memory()
+out["none"] = memory.get_object_traceback(None)
+big = bytes(32 << 20)  # 128 sample points at the default mean: always sampled
+out["big"] = [str(f) for f in memory.get_object_traceback(big)]
+snapshot = memory.take_snapshot()
+out["snap_limit"] = snapshot.traceback_limit
+out["meta"] = sorted(snapshot.meta)
+out["mean"] = snapshot.meta["alloc_mean"]
+memory.stop()
+out["stopped"] = [memory.is_tracing(), memory.get_traced_memory(),
+                  memory.get_traceback_limit()]
+print(json.dumps(out))
+'''
+
+
+def test_tracing_functions_under_calipers_run(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "prog.py"
+    script.write_text(TRACING)
+    proc = subprocess.run([sys.executable, "-m", "calipers", "run", "--no-report",
+                           "-o", str(tmp_path / "p.json"), str(script)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["tracing"] and out["limit"] == 5
+    current, peak = out["traced"]
+    assert (8 << 20) <= current <= peak < (8 << 20) + (2 << 20)
+    # After reset_peak the peak is the footprint then (8 MiB), and freeing
+    # the block takes the current footprint down by it.
+    current, peak = out["after_reset"]
+    assert current < (1 << 20) and (8 << 20) <= peak < (10 << 20)
+    assert out["cleared"][0] < (1 << 20) and out["cleared"][1] < (1 << 20)
+    assert out["cleared_traces"] < 20  # only what the snapshot call itself made
+    assert out["overhead"] > 0 and out["none"] is None
+    assert out["big"] == ["%s:19" % script]
+    assert out["snap_limit"] == 5 and out["mean"] == 256 << 10
+    assert {"pid", "time", "argv", "alloc_mean", "traced"} <= set(out["meta"])
+    assert out["stopped"] == [False, [0, 0], 5]
 
 
 def test_domains():

@@ -9,6 +9,9 @@ engine loaded by a bootstrap on PYTHONPATH (see _boot/sitecustomize.py).
 ``calipers view [options] profile.json`` renders a saved profile: the
 terminal report, or the HTML viewer with ``--html FILE``.
 
+``calipers diff OLD NEW`` compares two profiles, or two memory snapshots:
+what got slower, allocates more, holds more.
+
 ``calipers export [--format F] [-o FILE] profile.json`` writes a saved
 profile's stacks for other tools: pprof, speedscope, collapsed stacks, the
 Firefox Profiler.
@@ -30,6 +33,7 @@ usage: calipers run [options] script.py [args...]
        calipers run [options] -m module [args...]
        calipers view [--text | --html FILE] [view options] profile.json
        calipers export [--format FORMAT] [-o FILE] profile.json
+       calipers diff [--by B] [--sort S] [--top N] [--html FILE | --json] OLD NEW
        calipers dump PID
        calipers snapshot PID
        calipers on PID | calipers off PID
@@ -79,6 +83,8 @@ options (before the script; everything after it is the program's):
   --min-percent N           report lines holding at least N% of the time or
                             of the memory allocated (default 1)
 
+calipers diff OLD NEW: compare two profiles (or two memory snapshots) line by
+line; see calipers help diff.
 calipers dump PID: ask the profiled program with that process id to write
 its profile now (to its --outfile), without stopping it.
 calipers snapshot PID: ask any process of a run for a memory snapshot now.
@@ -149,6 +155,43 @@ The profile must be a regular file of at most %d MiB, written by calipers
 0.2 or later (it has the stack table).
 """ % (MAX_PROFILE_BYTES >> 20)
 
+DIFF_HELP = """\
+usage: calipers diff [options] OLD NEW
+
+Compare two runs: two profiles (calipers run's JSON) or two memory snapshot
+files.  A header compares the totals; then one row per place, sorted by the
+largest change (new minus old), the first N shown.
+
+Profiles: per line (or function, or file) the time (seconds and %% of the
+run), the bytes allocated (Python and native), the most held at once
+(peak) and what was still held at the end, old, new and their difference.
+Lines are matched by file and line number: an edit shifts the lines below
+it; a row whose source text differs between the two profiles is marked
+"changed".  A place in one run only is marked "new" or "gone".
+
+Snapshots: per line of each allocation's innermost frame (or whole
+traceback, or file) the bytes and blocks held, old, new and their
+difference with its standard error (the snapshots are samples); * marks a
+difference larger than 3 standard errors.
+
+  --by line|function|file|traceback
+                       what a row is (default line; function: profiles
+                       only, its total time; traceback: snapshots only)
+  --sort time|alloc|live|end
+                       profiles: the change rows are sorted by: time,
+                       bytes allocated, peak held, or held at the end
+                       (default time); snapshots sort by bytes
+  --top N              at most N rows (default 20; 0: all)
+  --html FILE          write an HTML page (one offline file) instead
+  --json               print the comparison as JSON (docs/FORMAT.md, "Diffs")
+  --width N            columns (default: the terminal's, or 100)
+  --color WHEN         auto, always or never
+  -h, --help           print this help and exit
+
+Each input must be a regular file of at most %d MiB; a profile and a
+snapshot cannot be compared.
+""" % (MAX_PROFILE_BYTES >> 20)
+
 DUMP_HELP = """\
 usage: calipers dump PID
 
@@ -175,8 +218,8 @@ off, nothing is credited to lines; the report says how long it was off.
 """
 
 #: The commands' own help, for `calipers COMMAND --help` and `calipers help COMMAND`.
-HELP = {"run": RUN_HELP, "view": VIEW_HELP, "export": EXPORT_HELP, "dump": DUMP_HELP,
-        "snapshot": SNAPSHOT_HELP, "on": SWITCH_HELP,
+HELP = {"run": RUN_HELP, "view": VIEW_HELP, "export": EXPORT_HELP, "diff": DIFF_HELP,
+        "dump": DUMP_HELP, "snapshot": SNAPSHOT_HELP, "on": SWITCH_HELP,
         "off": SWITCH_HELP}
 
 
@@ -929,6 +972,86 @@ def export(args):
         raise InputError("cannot write the export: %s" % (exc.strerror or exc), 1)
 
 
+DIFF_CHOICES = {"--by": ("line", "function", "file", "traceback"),
+                "--sort": ("time", "alloc", "live", "end"),
+                "--color": ("auto", "always", "never")}
+
+
+def diff(args):
+    """calipers diff: compare two profiles or two memory snapshots."""
+    from calipers import _calipers
+
+    opts = {"--by": "line", "--sort": "time", "--color": "auto"}
+    top, width, html, as_json, paths = 20, None, None, False, []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, value = arg.partition("=")
+        if name in ("-h", "--help"):
+            print_and_exit(DIFF_HELP)
+        if name == "--json" and not eq:
+            as_json = True
+        elif name in ("--by", "--sort", "--color", "--top", "--width", "--html"):
+            if not eq:
+                i += 1
+                if i >= len(args):
+                    raise UsageError("%s: expected a value" % name)
+                value = args[i]
+            if name in DIFF_CHOICES:
+                if value not in DIFF_CHOICES[name]:
+                    raise UsageError("%s: expected %s, not %r" % (
+                        name, ", ".join(DIFF_CHOICES[name]), value))
+                opts[name] = value
+            elif name == "--top":
+                top = 0 if value == "0" else parse_count(value, name, MAX_ROWS)
+            elif name == "--width":
+                width = parse_count(value, name, MAX_WIDTH)
+            elif not value:
+                raise UsageError("--html: expected a file name")
+            else:
+                html = value
+        elif arg.startswith("-") and arg != "-" and len(paths) < 2:
+            raise UsageError("unknown option %s (see calipers help diff)" % arg)
+        elif len(paths) < 2:
+            paths.append(arg)
+        else:
+            raise UsageError("calipers diff takes two files, not %r too" % arg)
+        i += 1
+    if len(paths) < 2:
+        raise UsageError("calipers diff needs two files: OLD NEW")
+    if html and as_json:
+        raise UsageError("--html and --json: choose one")
+    if html:
+        html = check_outfile(html, "--html", "the HTML report")
+    old, new = read_profile(paths[0]), read_profile(paths[1])
+    if width is None:
+        width = terminal_width()
+    tty = {"always": True, "never": False}.get(opts["--color"])
+    if tty is None:
+        tty = _common.styled(1)
+    options = {"by": opts["--by"], "sort": opts["--sort"], "top": top, "width": width,
+               "tty": bool(tty) and not as_json, "format": "json" if as_json else "text",
+               "old_name": paths[0], "new_name": paths[1], "html": html}
+    try:
+        text = _calipers.diff(old, new, options)
+    except (ValueError, TypeError) as exc:
+        raise InputError(str(exc), 2)
+    except OSError as exc:
+        raise InputError("cannot write %s: %s" % (html, exc.strerror or exc), 2)
+    if html:
+        say(sys.stderr, "calipers: HTML diff written to %s\n" % html)
+        return
+    if sys.stdout is None:
+        raise InputError("cannot write the diff: standard output is closed", 1)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # calipers diff a b | head
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    except OSError as exc:
+        raise InputError("cannot write the diff: %s" % (exc.strerror or exc), 1)
+
+
 def control_dir(pid, command, children=False):
     """The run directory of the profiled program with that PID (its main
     process, or any of its processes if `children`), found in the environment it was started with, open (a
@@ -1114,6 +1237,9 @@ def main(argv=None):
             return
         if args[0] == "export":
             export(args[1:])
+            return
+        if args[0] == "diff":
+            diff(args[1:])
             return
         if args[0] == "dump":
             dump(args[1:])

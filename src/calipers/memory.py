@@ -623,7 +623,7 @@ class DomainFilter(BaseFilter):
 _SIZE, _COUNT, _VAR_SIZE, _VAR_COUNT = range(4)
 
 
-def _sum_by_frames(raw_traces):
+def _sum_by_frames(raw_traces, mean=None):
     """The sums of `raw_traces` per distinct frames tuple: a list of
     [frames, total_nframe, root_kept, size, count, var_size, var_count]
     (total_nframe None if its traces disagree; root_kept the first's).
@@ -650,6 +650,12 @@ def _sum_by_frames(raw_traces):
     k * mean with k within one of b / mean, far less variance than
     s (s - b).  So in practice these are upper bounds.
 
+    When the sampling mean m is known (the snapshot's meta `alloc_mean`),
+    a block of at least m bytes is counted with the renewal process's own
+    variance instead: the number of points in b bytes has variance
+    b sigma^2 / m^3 for gaps of variance sigma^2 = m^2 / 12 (Cox, Renewal
+    Theory, 1962, 4.5), so var(s) = b m / 12 and var(c) = m / (12 b).
+
     The engine shares one frames tuple between the traces of one
     traceback, so traces are first summed by the tuple's identity (a dict
     keyed by id(), no hashing of long tuples); equal tuples that are not
@@ -674,7 +680,10 @@ def _sum_by_frames(raw_traces):
         else:
             blocks = size / block_size
             entry[4] += blocks
-            if size > block_size:
+            if mean and block_size >= mean:
+                entry[5] += block_size * mean / 12.0
+                entry[6] += mean / (12.0 * block_size)
+            elif size > block_size:
                 entry[5] += size * (size - block_size)
                 entry[6] += blocks * (blocks - 1.0)
     return sums.values()
@@ -808,6 +817,12 @@ class Snapshot:
 
     # -- Statistics
 
+    def _sampling_mean(self):
+        """The mean bytes between samples the traces were taken with, if
+        the snapshot says (more than 1: sampled), else None."""
+        mean = self.meta.get("alloc_mean")
+        return mean if isinstance(mean, (int, float)) and mean > 1 else None
+
     def _group_by(self, key_type, cumulative):
         """{Traceback: [size, count, var_size, var_count]} by `key_type`."""
         if key_type not in ("traceback", "filename", "lineno"):
@@ -816,7 +831,7 @@ class Snapshot:
             raise ValueError("cumulative mode cannot by used with key type %r"
                              % key_type)
         group = {}
-        entries = _sum_by_frames(self.traces._traces)
+        entries = _sum_by_frames(self.traces._traces, self._sampling_mean())
         if key_type == "traceback":
             # Equal frames from different trace tuples share one key.  Its
             # traceback has no total_nframe (as tracemalloc's), unless

@@ -15,6 +15,7 @@
 #include "cal_report.h"
 #include "cal_view.h"
 #include "codeinfo.h"
+#include "diff.h"
 #include "gpu.h"
 #include "memory.h"
 #include "pyinternals.h"
@@ -769,6 +770,14 @@ static PyMethodDef methods[] = {
     {"snapshot_decode", calx_snapshot_decode, METH_O, calx_snapshot_decode_doc},
     {"snapshot_write", calx_snapshot_write, METH_VARARGS, calx_snapshot_write_doc},
     {"snapshot_read", calx_snapshot_read, METH_O, calx_snapshot_read_doc},
+    {"diff", calx_diff, METH_VARARGS,
+     "diff(old, new, options) -> str\n\n"
+     "Compare two profiles (JSON) or two memory snapshots (bytes each);\n"
+     "options: by, sort, top, format ('text', 'html', 'json'), width, tty,\n"
+     "old_name, new_name, and html (a path: the page is written there and\n"
+     "'' returned).  ValueError for a corrupt input or a bad option,\n"
+     "TypeError for a profile and a snapshot, OSError if html cannot be\n"
+     "written."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,6 +9,7 @@
 #include "cal_bsamp.h"
 #include "cal_buf.h"
 #include "cal_clock.h"
+#include "cal_diff.h"
 #include "cal_export.h"
 #include "cal_gpu.h"
 #include "cal_json.h"
@@ -2578,6 +2579,165 @@ static void test_snapshot(void)
     cal_snapshot_free(&s);
 }
 
+/* calipers diff: profiles matched by line (new, gone, changed source),
+   sorted by the largest change; snapshots with their standard errors. */
+static const char DIFF_OLD[] =
+    "{\"summary\":{\"wall_s\":1,\"python_s\":1,\"native_s\":0,\"system_s\":0,"
+    "\"waiting_s\":0,\"memory\":{\"peak_bytes\":100,\"allocated_python_bytes\":50,"
+    "\"allocated_native_bytes\":0}},\"files\":[{\"path\":\"/p/a.py\",\"source\":"
+    "[[1,\"x = 1\"],[2,\"y = 2\"],[3,\"z = 3\"]],\"lines\":["
+    "{\"line\":1,\"function\":\"f\",\"python_s\":0.5,\"memory\":{\"alloc_python_"
+    "bytes\":10,"
+    "\"live_peak_bytes\":5,\"live_end_bytes\":1}},"
+    "{\"line\":2,\"function\":\"f\",\"python_s\":0.3},"
+    "{\"line\":3,\"function\":\"g\",\"python_s\":0.2}],"
+    "\"functions\":[{\"name\":\"f\",\"line\":1,\"total\":{\"python_s\":0.8}}]}]}";
+static const char DIFF_NEW[] =
+    "{\"summary\":{\"wall_s\":3,\"python_s\":3,\"native_s\":0,\"system_s\":0,"
+    "\"waiting_s\":0,\"memory\":{\"peak_bytes\":300,\"allocated_python_bytes\":90,"
+    "\"allocated_native_bytes\":0}},\"files\":[{\"path\":\"/p/a.py\",\"source\":"
+    "[[1,\"x = 1\"],[2,\"y = 22\"],[4,\"w = 4\"]],\"lines\":["
+    "{\"line\":1,\"function\":\"f\",\"python_s\":2.5,\"memory\":{\"alloc_python_"
+    "bytes\":"
+    "40,\"alloc_native_bytes\":10,\"live_peak_bytes\":7,\"live_end_bytes\":0}},"
+    "{\"line\":2,\"function\":\"f\",\"python_s\":0.2},"
+    "{\"line\":4,\"function\":\"h\",\"python_s\":0.3}],"
+    "\"functions\":[{\"name\":\"f\",\"line\":1,\"total\":{\"python_s\":2.7}}]}]}";
+
+/* Row i of a diff's JSON output. */
+static const cal_jv *diff_row(const cal_jdoc *d, size_t i)
+{
+    return cal_jv_at(cal_jv_get(d->root, "rows"), i);
+}
+
+static double diff_at(const cal_jv *row, const char *key, size_t i)
+{
+    return cal_jv_num(cal_jv_at(cal_jv_get(row, key), i), -1);
+}
+
+static void test_diff(void)
+{
+    cal_jdoc a, b, out;
+    char err[200];
+    CHECK(cal_jdoc_parse(&a, DIFF_OLD, sizeof DIFF_OLD - 1, err, sizeof err) == 0);
+    CHECK(cal_jdoc_parse(&b, DIFF_NEW, sizeof DIFF_NEW - 1, err, sizeof err) == 0);
+    cal_diff_opts o = {CAL_DIFF_BY_LINE, CAL_DIFF_SORT_TIME, 0, CAL_DIFF_JSON, 100, 0,
+                       "old.json",       "new.json"};
+    cal_buf buf;
+    cal_buf_init(&buf);
+    CHECK(cal_diff_profiles(a.root, b.root, &o, &buf, err, sizeof err) == 0);
+    CHECK(cal_jdoc_parse(&out, buf.data, buf.len, err, sizeof err) == 0);
+    CHECK(cal_jv_getnum(out.root, "rows_total", 0) == 4);
+    /* Line 1: +2 s, first; then the new line 4 (+0.3), the gone line 3
+       (-0.2), line 2 (-0.1, its text changed). */
+    const cal_jv *r0 = diff_row(&out, 0), *r1 = diff_row(&out, 1),
+                 *r2 = diff_row(&out, 2), *r3 = diff_row(&out, 3);
+    CHECK(cal_jv_getnum(r0, "line", 0) == 1 &&
+          fabs(diff_at(r0, "time_s", 2) - 2) < 1e-9);
+    CHECK(diff_at(r0, "alloc_bytes", 0) == 10 && diff_at(r0, "alloc_bytes", 2) == 40);
+    CHECK(diff_at(r0, "live_peak_bytes", 2) == 2 &&
+          diff_at(r0, "live_end_bytes", 2) == -1);
+    CHECK(strcmp(cal_jv_getstr(r0, "status", ""), "both") == 0);
+    CHECK(cal_jv_getnum(r1, "line", 0) == 4);
+    CHECK(strcmp(cal_jv_getstr(r1, "status", ""), "new") == 0);
+    CHECK(cal_jv_getnum(r2, "line", 0) == 3);
+    CHECK(strcmp(cal_jv_getstr(r2, "status", ""), "gone") == 0);
+    CHECK(cal_jv_getnum(r3, "line", 0) == 2 &&
+          cal_jv_bool(cal_jv_get(r3, "changed"), 0));
+    CHECK(!cal_jv_bool(cal_jv_get(r0, "changed"), 1));
+    cal_jdoc_free(&out);
+
+    /* By function, sorted by allocation, the first row only. */
+    o.by = CAL_DIFF_BY_FUNCTION;
+    o.top = 1;
+    buf.len = 0;
+    CHECK(cal_diff_profiles(a.root, b.root, &o, &buf, err, sizeof err) == 0);
+    CHECK(cal_jdoc_parse(&out, buf.data, buf.len, err, sizeof err) == 0);
+    CHECK(cal_jv_len(cal_jv_get(out.root, "rows")) == 1);
+    CHECK(strcmp(cal_jv_getstr(diff_row(&out, 0), "function", ""), "f") == 0);
+    CHECK(fabs(diff_at(diff_row(&out, 0), "time_s", 2) - 1.9) < 1e-9);
+    cal_jdoc_free(&out);
+
+    /* Text and HTML render, at any width; the page fetches nothing. */
+    o.by = CAL_DIFF_BY_LINE;
+    o.top = 0;
+    for (int tty = 0; tty < 2; tty++)
+        for (int w = 0; w < 200; w += 37) {
+            o.format = CAL_DIFF_TEXT;
+            o.tty = tty;
+            o.width = w;
+            buf.len = 0;
+            CHECK(cal_diff_profiles(a.root, b.root, &o, &buf, err, sizeof err) == 0);
+            CHECK(buf.len > 0 && strstr(buf.data, "a.py:1") != NULL);
+        }
+    o.format = CAL_DIFF_HTML;
+    buf.len = 0;
+    CHECK(cal_diff_profiles(a.root, b.root, &o, &buf, err, sizeof err) == 0);
+    cal_buf_add(&buf, "", 1);
+    CHECK(strstr(buf.data, "Content-Security-Policy") && !strstr(buf.data, "<script"));
+    CHECK(strstr(buf.data, "changed") != NULL);
+    o.by = CAL_DIFF_BY_TRACEBACK;
+    CHECK(cal_diff_profiles(a.root, b.root, &o, &buf, err, sizeof err) == -1);
+    CHECK(strstr(err, "traceback") != NULL);
+    cal_jdoc_free(&a);
+    cal_jdoc_free(&b);
+
+    /* Snapshots: a.py:1 exact (1000 -> 2000 bytes: significant at any size);
+       b.py:2 sampled (10000 bytes in blocks of 100 both times: no change,
+       stderr sqrt(2 * 10000 * 9900)); c.py:3 only in the new one. */
+    char *strs[3] = {"a.py", "b.py", "c.py"};
+    cal_snap_frame frames[3] = {{0, 1}, {1, 2}, {2, 3}};
+    uint32_t ids[3] = {0, 1, 2};
+    cal_snap_traceback tbs[3] = {{0, 1, 1, 0}, {1, 1, 1, 0}, {2, 1, 1, 0}};
+    cal_snap_trace t_old[2] = {{0, 0, 1000, 1000}, {1, 1, 10000, 100}};
+    cal_snap_trace t_new[4] = {
+        {0, 0, 1000, 1000}, {0, 0, 1000, 1000}, {1, 1, 10000, 100}, {0, 2, 5000, 5000}};
+    cal_snapshot so, sn;
+    memset(&so, 0, sizeof so);
+    so.strings = strs;
+    so.nstrings = 3;
+    so.frames = frames;
+    so.nframes = 3;
+    so.frame_ids = ids;
+    so.nframe_ids = 3;
+    so.tracebacks = tbs;
+    so.ntracebacks = 3;
+    sn = so;
+    so.traces = t_old;
+    so.ntraces = 2;
+    sn.traces = t_new;
+    sn.ntraces = 4;
+    o.by = CAL_DIFF_BY_LINE;
+    o.format = CAL_DIFF_JSON;
+    buf.len = 0;
+    CHECK(cal_diff_snapshots(&so, &sn, &o, &buf, err, sizeof err) == 0);
+    CHECK(cal_jdoc_parse(&out, buf.data, buf.len, err, sizeof err) == 0);
+    r0 = diff_row(&out, 0);
+    r1 = diff_row(&out, 1);
+    r2 = diff_row(&out, 2);
+    CHECK(strcmp(cal_jv_getstr(r0, "path", ""), "c.py") == 0);
+    CHECK(strcmp(cal_jv_getstr(r0, "status", ""), "new") == 0);
+    CHECK(strcmp(cal_jv_getstr(r1, "path", ""), "a.py") == 0);
+    CHECK(diff_at(r1, "size_bytes", 2) == 1000 && diff_at(r1, "count", 2) == 1);
+    CHECK(cal_jv_getnum(r1, "size_stderr", -1) == 0);
+    CHECK(cal_jv_bool(cal_jv_get(r1, "size_significant"), 0));
+    CHECK(diff_at(r2, "size_bytes", 2) == 0 && diff_at(r2, "count", 0) == 100);
+    CHECK(cal_jv_getnum(r2, "size_stderr", 0) == 14071); /* sqrt(1.98e8) */
+    CHECK(fabs(cal_jv_getnum(r2, "count_stderr", 0) - sqrt(2 * 100 * 99.0)) < 0.01);
+    CHECK(!cal_jv_bool(cal_jv_get(r2, "size_significant"), 1));
+    cal_jdoc_free(&out);
+    /* By traceback and by file; text; and what snapshots do not take. */
+    for (int by = CAL_DIFF_BY_LINE; by <= CAL_DIFF_BY_TRACEBACK; by++)
+        for (int f = CAL_DIFF_TEXT; f <= CAL_DIFF_JSON; f++) {
+            o.by = by;
+            o.format = f;
+            buf.len = 0;
+            int rc = cal_diff_snapshots(&so, &sn, &o, &buf, err, sizeof err);
+            CHECK(rc == (by == CAL_DIFF_BY_FUNCTION ? -1 : 0));
+        }
+    cal_buf_free(&buf);
+}
+
 int main(void)
 {
     test_map();
@@ -2610,6 +2770,7 @@ int main(void)
     test_export_firefox();
     test_timeline();
     test_snapshot();
+    test_diff();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
