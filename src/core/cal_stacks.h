@@ -29,7 +29,7 @@
 #include "cal_map.h"
 
 #define CAL_STACKS_NONE UINT32_MAX
-#define CAL_STACKS_MAX_NODES 20000
+#define CAL_STACKS_MAX_NODES (1 << 18)
 /* At most this many nodes are written: about 1 MB of JSON (a node is a
    line of about 100 bytes, 130 with memory figures). */
 #define CAL_STACKS_WRITE_MAX 8000

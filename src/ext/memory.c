@@ -148,21 +148,24 @@ static cal_line_stat *line_of(const calx_where *w, uint32_t *index)
 
 /* ---- cookies ---------------------------------------------------------------
  * A tracked allocation's cookie says what to undo when it is freed and
- * what a snapshot reports of it: bits 0-31 its line index + 1 (0: no
- * profiled line), 32-47 its stack node + 1 (0: none), 48-62 the tracing
- * epoch it was made in, 63 whether Python's allocator made it. */
+ * what a snapshot reports of it: bits 0-27 its line index + 1 (0: no
+ * profiled line, or one past the 2^28 - 2 that fit), 28-47 its stack node
+ * + 1 (0: none), 48-62 the tracing epoch it was made in, 63 whether
+ * Python's allocator made it. */
 
-#define COOKIE_NODE_SHIFT 32
+#define COOKIE_LINE_MASK 0xfffffffu
+#define COOKIE_NODE_SHIFT 28
+#define COOKIE_NODE_MASK 0xfffffu
 #define COOKIE_EPOCH_SHIFT 48
 #define COOKIE_EPOCH_MASK 0x7fffu
 #define COOKIE_PYTHON (1ull << 63)
 
-_Static_assert(CAL_STACKS_MAX_NODES < 0xffff, "a stack node fits a cookie's 16 bits");
+_Static_assert(CAL_STACKS_MAX_NODES < COOKIE_NODE_MASK, "a stack node fits a cookie");
 
 static uint64_t cookie_make(uint32_t line, uint32_t node, int python)
 {
     uint64_t c = 0;
-    if (line != CAL_PROFILE_NONE)
+    if (line < COOKIE_LINE_MASK - 1)
         c |= (uint64_t)line + 1;
     if (node != CAL_STACKS_NONE)
         c |= ((uint64_t)node + 1) << COOKIE_NODE_SHIFT;
@@ -174,13 +177,13 @@ static uint64_t cookie_make(uint32_t line, uint32_t node, int python)
 
 static uint32_t cookie_line(uint64_t c)
 {
-    uint32_t l = (uint32_t)(c & 0xffffffffu);
+    uint32_t l = (uint32_t)(c & COOKIE_LINE_MASK);
     return l ? l - 1 : CAL_PROFILE_NONE;
 }
 
 static uint32_t cookie_node(uint64_t c)
 {
-    uint32_t n = (uint32_t)((c >> COOKIE_NODE_SHIFT) & 0xffffu);
+    uint32_t n = (uint32_t)((c >> COOKIE_NODE_SHIFT) & COOKIE_NODE_MASK);
     return n ? n - 1 : CAL_STACKS_NONE;
 }
 

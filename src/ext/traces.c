@@ -17,6 +17,9 @@
  * limit - limit/4 frames and the outermost limit/4 (root_kept).  Cutting
  * only at the root (tracemalloc) loses the frames where a program's
  * paths meet, which is what grouping by traceback needs (seed 002).
+ * Below ROOT_FROM frames the limit means what tracemalloc's does, the
+ * innermost frames only: start(1) asks for the allocating line, and a
+ * short limit has no room for both ends to say much.
  *
  * LIMITATIONS
  *   - When the stack table is full (CAL_STACKS_MAX_NODES), a new stack is
@@ -32,8 +35,10 @@
 #include <stdlib.h>
 
 /* Frames elided from a deep stack are taken from its middle: the outermost
-   limit / ROOT_SHARE frames are kept. */
+   limit / ROOT_SHARE frames are kept, when the limit is at least ROOT_FROM
+   (the default, 64, keeps 16). */
 #define ROOT_SHARE 4
+#define ROOT_FROM 16
 
 /* What one call builds, so that equal nodes and frames share tuples. */
 typedef struct tb_cache {
@@ -140,7 +145,7 @@ static PyObject *traceback_of(tb_cache *c, uint32_t node)
         return unknown_traceback(c);
     size_t limit = (size_t)c->limit, leaf = total, root = 0;
     if (total > limit) {
-        root = limit / ROOT_SHARE;
+        root = limit >= ROOT_FROM ? limit / ROOT_SHARE : 0;
         leaf = limit - root;
     }
     PyObject *frames = PyTuple_New((Py_ssize_t)(leaf + root));

@@ -814,7 +814,12 @@ static int api_attach(const cal_shim_hooks *hooks, const cal_shim_config *config
     atomic_store(&G.last_event, live);
     atomic_store(&G.event_peak, live);
     atomic_store_explicit(&G.attached, 1, memory_order_release);
-    atomic_fetch_add_explicit(&G.gen, 1, memory_order_release);
+    unsigned gen = atomic_fetch_add_explicit(&G.gen, 1, memory_order_release) + 1;
+    /* The attaching thread samples from its next allocation on (another
+       thread from its next slow path, within RECHECK_BYTES): in a forked
+       child that restarts, it is the only thread, and its first megabyte
+       would otherwise go unsampled. */
+    thread_setup(gen);
     return 0;
 }
 
