@@ -1187,7 +1187,7 @@ def snapshot(args):
     pid = pid_argument(args, "snapshot")
     dir_fd, config = control_dir(pid, "snapshot", children=True)
     try:
-        if not config.get("memory_interval"):
+        if config.get("memory_interval", "0") in ("", "0"):
             raise InputError("process %d is profiled with --cpu-only: it has no memory "
                              "snapshot to write" % pid, 1)
         pattern = _common.snapshot_path(config.get("outfile"), pid, 0)[:-len("0.snapshot")]

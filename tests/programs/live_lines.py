@@ -4,7 +4,7 @@ and few large ones, for the snapshot accuracy test (tests/test_snapshots.py).
     python live_lines.py OUT.json [--tracemalloc] [--grow]
 
 Takes a snapshot once everything is allocated and writes, per line of this
-file, the bytes it holds (and their standard error) as
+file, the bytes it holds, its callees' included, (and their standard error) as
 calipers.memory (under `calipers run`) or the standard library's tracemalloc
 (--tracemalloc: exact, the ground truth) reports them.  --grow: the line
 marked GROWS holds 20 MB more.  Also writes `before` and `after` snapshot
@@ -47,10 +47,13 @@ me = __file__
 
 
 def by_line(snapshot):
+    """Bytes per line of this file, counting what the line's callees
+    allocated (numpy's Python code makes the arrays)."""
     lines = {}
-    for stat in snapshot.filter_traces([memory.Filter(True, me)]).statistics("lineno"):
+    for stat in snapshot.statistics("lineno", cumulative=True):
         frame = stat.traceback[0]
-        lines[frame.lineno] = [stat.size, getattr(stat, "size_stderr", 0)]
+        if frame.filename == me:
+            lines[frame.lineno] = [stat.size, getattr(stat, "size_stderr", 0)]
     return lines
 
 
