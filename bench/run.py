@@ -122,10 +122,14 @@ NEEDS = {**{name: ["pyperformance"] for name in PYPERFORMANCE},
          # the accuracy programs that import NumPy
          "split": ["numpy"], "peak512": ["numpy"], "alloc_lines": ["numpy"], "copies": ["numpy"]}
 QUICK = ["raytrace", "sympy", "alloc_heavy", "numpy_heavy"]
-SUITES = ["overhead", "accuracy", "own-cost"]
+SUITES = ["overhead", "accuracy", "own-cost", "tracing"]
 CONFIGS = {
     "overhead": ["none", "calipers-cpu", "calipers", "scalene-cpu", "scalene", "memray",
                  "py-spy", "pyinstrument"],
+    # calipers.memory tracing from the start (bench/trace_start.py) against
+    # tracemalloc (python -X tracemalloc=N), at traceback limits 1 and 25.
+    "tracing": ["none", "calipers", "calipers-trace1", "calipers-trace25", "tracemalloc1",
+                "tracemalloc25"],
     "own-cost": ["none", "calipers", "scalene", "memray", "memray-python"],
 }
 #: own-cost: run lengths of the allocation-heavy program, in seconds.
@@ -263,6 +267,11 @@ def command(config, prog, tmp):
         return [venv_bin("calipers"), "run", "--cpu-only", "--no-report", "-o", out + ".json"] + prog
     if config == "calipers":
         return [venv_bin("calipers"), "run", "--no-report", "-o", out + ".json"] + prog
+    if config.startswith("calipers-trace"):
+        return [venv_bin("calipers"), "run", "--no-report", "-o", out + ".json",
+                str(HERE / "trace_start.py"), config[len("calipers-trace"):]] + prog
+    if config.startswith("tracemalloc"):
+        return [py, "-X", "tracemalloc=" + config[len("tracemalloc"):]] + prog
     if config == "scalene-cpu":
         return [venv_bin("scalene"), "run", "--cpu-only", "-o", out + ".json"] + prog
     if config == "scalene":
@@ -481,6 +490,8 @@ def render_tables(suite, data):
         return own_cost_table(plain, configs)
     wall, _ = slowdown_table(plain, configs)
     cpu, _ = slowdown_table(plain, configs, "cpu_median", ranges=False)
+    if suite == "tracing" and data.get("snapshot"):
+        return wall + "\n\n" + cpu + "\n\n" + snapshot_table(data["snapshot"])
     return wall + "\n\n" + cpu
 
 
@@ -563,7 +574,7 @@ def measure(suite, names, configs, repeat, seconds, save, skipped):
 def run_suite(suite, args, quick):
     """Measure one suite and write bench/results/<suite>.json and .md."""
     repeat = args.repeat or {"overhead": 2 if quick else 3, "accuracy": 1 if quick else 3,
-                             "own-cost": 1}[suite]
+                             "own-cost": 1, "tracing": 2 if quick else 3}[suite]
     seconds = args.seconds or (1.5 if quick else 4.0)
     if suite == "own-cost":
         seconds = QUICK_OWN_COST_SECONDS if quick else OWN_COST_SECONDS
@@ -611,13 +622,15 @@ def run_suite(suite, args, quick):
         meta["configs"] = ["none"] + keep(
             [c for c in chosen if c != "none" and c in CONFIGS[suite]])
         meta["seconds"] = seconds
-        if suite == "overhead":
+        if suite in ("overhead", "tracing"):
             names = keep(names)
         meta["skipped"] = skipped  # measure() adds the programs that do not run
         results = measure(suite, names, meta["configs"], repeat, seconds, save, skipped)
         if not skipped:
             del meta["skipped"]
     data = {"meta": meta, "results": results}
+    if suite == "tracing":
+        data["snapshot"] = snapshot_cost()
     (RESULTS / (stem + ".json")).write_text(json.dumps(data, indent=1))
     if partial.exists():
         partial.unlink()
@@ -859,6 +872,44 @@ def by_interpreter():
     return BY_INTERPRETER_TEMPLATE.format(LIMIT_FACTOR) + "\n".join(parts)
 
 
+#: The configurations of the snapshot measurement: (label, argv prefix).
+SNAPSHOT_CONFIGS = [
+    ("calipers, depth 25", ["calipers"], "calipers", 25),
+    ("calipers exact (--memory-interval 1), depth 25",
+     ["calipers", "--memory-interval", "1"], "calipers", 25),
+    ("tracemalloc, depth 1", None, "tracemalloc", 1),
+    ("tracemalloc, depth 25", None, "tracemalloc", 25),
+]
+
+
+def snapshot_cost():
+    """bench/snapshot_cost.py in each SNAPSHOT_CONFIGS: {label: its JSON}."""
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, calipers, which, depth in SNAPSHOT_CONFIGS:
+            result = os.path.join(tmp, "r.json")
+            script = [str(HERE / "snapshot_cost.py"), which, str(depth), result]
+            if calipers:
+                cmd = [venv_bin("calipers"), "run", "--no-report", "-o",
+                       os.path.join(tmp, "p.json")] + calipers[1:] + script
+            else:
+                cmd = [venv_bin("python")] + script
+            subprocess.run(cmd, check=True, capture_output=True, timeout=1200)
+            out[label] = json.loads(Path(result).read_text())
+            print("snapshot, %s: %s" % (label, out[label]), flush=True)
+    return out
+
+
+def snapshot_table(snap):
+    lines = ["| 1M tuples + 1M str alive | take_snapshot | statistics('lineno') | dump | "
+             "traces | file |", "|---|---|---|---|---|---|"]
+    for label, r in snap.items():
+        lines.append("| %s | %.3f s | %.3f s | %.3f s | %d | %s |" % (
+            label, r["take_s"], r["statistics_s"], r["dump_s"], r["traces"],
+            mb(r["file_bytes"])))
+    return "\n".join(lines)
+
+
 def write_results_md():
     """bench/results/<suite>[-py3.X].md of every results file."""
     for suite in SUITES:
@@ -872,7 +923,7 @@ def write_performance_page(redraw=True):
         overhead=section("overhead"), chart=chart("overhead", redraw),
         accuracy=section("accuracy"), accuracy_chart=chart("accuracy", redraw),
         accuracy_doc=accuracy.describe(),
-        own_cost=section("own-cost")) + by_interpreter())
+        own_cost=section("own-cost"), tracing=section("tracing")) + by_interpreter())
 
 
 BY_INTERPRETER_TEMPLATE = """
@@ -1014,7 +1065,22 @@ the bound in brackets is what calipers promises for itself, 5% of the
 program's peak plus 20 MB.  Profile is the size of what the profiler writes
 (calipers: the JSON profile; scalene: its JSON; memray: its capture file).
 
-{own_cost}"""
+{own_cost}
+## Memory tracing: calipers.memory against tracemalloc
+
+`calipers-trace1` and `calipers-trace25` run each program under `calipers
+run` with `calipers.memory.start(1)` or `start(25)` called first
+(`bench/trace_start.py`); `tracemalloc1` and `tracemalloc25` run it with
+`python -X tracemalloc=1` or `=25`.  calipers samples allocations whether or
+not calipers.memory is tracing (its tracebacks are the nodes of the stack
+table it keeps anyway), so the traceback limit costs nothing while the
+program runs, only when a snapshot is taken; tracemalloc records every
+allocation's traceback, to the limit.  Below the slowdowns, what one
+snapshot costs with two million small objects alive (`bench/snapshot_cost.py`):
+with sampling calipers holds a few thousand traces where tracemalloc holds
+millions; `--memory-interval 1` traces every allocation as tracemalloc does.
+
+{tracing}"""
 
 if __name__ == "__main__":
     main()
