@@ -15,19 +15,17 @@
  *
  * THE ERRORS OF A SNAPSHOT'S FIGURES.  A snapshot's traces are samples:
  * a trace of weight `size` (bytes it stands for) was drawn from blocks of
- * `block_size` bytes, so it stands for c = size / block_size blocks.  With
- * threshold/Poisson byte sampling (docs/INTERNALS.md, "Memory snapshots")
- * a block of b bytes is kept with probability p = b / size and then
- * weighted 1/p, which is unbiased for b; the variance of that one
- * estimate is b^2 (1 - p) / p = size (size - b) = size * (size - b).
- * For the count, each kept block stands for 1/p = c blocks, variance
- * (1 - p) / p = c - 1, estimated per trace as c (c - 1) (the variance
- * the unseen blocks that this one represents contribute).  Sums over
- * independent traces add:
- *     var(size)  = sum size * max(size - block_size, 0)
- *     var(count) = sum c * max(c - 1, 0)
- * and the two snapshots are independent samples, so the standard error of
- * a difference is sqrt(var_old + var_new).  A difference is marked
+ * `block_size` bytes, so it stands for c = size / block_size blocks.  The
+ * variance of each trace is the one calipers.memory gives its statistics
+ * (docs/INTERNALS.md, "Memory snapshots"; memory.py, _sum_by_frames):
+ * with m the sampling mean (the snapshot's meta `alloc_mean`),
+ *     b < m:   var(size) = size * max(size - b, 0), var(count) = c (c - 1)
+ *              (Horvitz-Thompson: a bound, the sampler spreads its points
+ *              more evenly than independent sampling)
+ *     b >= m:  var(size) = b m / 12, var(count) = m / (12 b)
+ *              (the renewal process's own: gaps of variance m^2 / 12)
+ * Sums over traces add, and the two snapshots' variances are added for a
+ * difference's standard error, sqrt(var_old + var_new).  A difference is marked
  * significant when |diff| > 3 stderr (about 1 in 370 by chance for a
  * normal estimate); traces taken exactly (size == block_size) have no
  * error, and any nonzero difference of exact figures is significant.  This
@@ -396,8 +394,24 @@ static void snapshot_side(const cal_snapshot *s, side *out)
     out->memory = 1;
 }
 
+/* The snapshot's sampling mean (its meta's alloc_mean), 0 if unknown or
+   exact (1). */
+static double sampling_mean(const cal_snapshot *s)
+{
+    if (!s->meta_json)
+        return 0;
+    cal_jdoc doc;
+    char err[64];
+    double mean = 0;
+    if (cal_jdoc_parse(&doc, s->meta_json, strlen(s->meta_json), err, sizeof err) == 0)
+        mean = cal_jv_getnum(doc.root, "alloc_mean", 0);
+    cal_jdoc_free(&doc);
+    return mean > 1 ? mean : 0;
+}
+
 static void snapshot_items(diff *d, const cal_snapshot *s, items *l, side *sd)
 {
+    double mean = sampling_mean(s);
     tb_sum *sums = calloc(s->ntracebacks + 1, sizeof *sums);
     if (!sums) {
         d->failed = 1;
@@ -412,8 +426,13 @@ static void snapshot_items(diff *d, const cal_snapshot *s, items *l, side *sd)
         u->used = 1;
         u->size += size;
         u->count += c;
-        u->var_size += size * fmax(size - block, 0);
-        u->var_count += c * fmax(c - 1, 0);
+        if (mean && block >= mean) {
+            u->var_size += block * mean / 12;
+            u->var_count += mean / (12 * block);
+        } else {
+            u->var_size += size * fmax(size - block, 0);
+            u->var_count += c * fmax(c - 1, 0);
+        }
     }
     for (size_t i = 0; i < s->ntracebacks && !d->failed; i++) {
         const tb_sum *u = &sums[i];
@@ -614,6 +633,27 @@ static void add_cut(cal_buf *out, const char *s, int cols, int tty)
         cal_buf_puts(out, tty ? "…" : "~");
 }
 
+/* Append s in `cols` columns, its start cut if it is longer ("…" or "~"
+   first): for paths, whose end (file name, line) says the most. */
+static void add_cut_left(cal_buf *out, const char *s, int cols, int tty)
+{
+    int over = text_cols(s) - cols;
+    if (over <= 0 || cols < 2) {
+        add_cut(out, s, cols, tty);
+        return;
+    }
+    /* Skip characters until what is left fits in cols - 1. */
+    while (*s && text_cols(s) > cols - 1) {
+        size_t n = 1;
+        if (!cal_view_control(s, &n))
+            for (n = 1; (s[n] & 0xC0) == 0x80; n++)
+                ;
+        s += n;
+    }
+    cal_buf_puts(out, tty ? "…" : "~");
+    add_cut(out, s, cols - 1, tty);
+}
+
 /* A column of the table: figure m's old, new, change or standard error,
    or the time's share of the run. */
 enum { K_OLD, K_NEW, K_DIFF, K_ERR, K_PCT };
@@ -723,9 +763,9 @@ static void text_header(const diff *d, cal_buf *out)
         cal_buf_puts(out, BOLD);
     int room = ((d->o->width < 60 ? 60 : d->o->width) - 19) / 2;
     cal_buf_puts(out, "calipers diff: ");
-    add_cut(out, d->o->old_name ? d->o->old_name : "old", room, tty);
+    add_cut_left(out, d->o->old_name ? d->o->old_name : "old", room, tty);
     cal_buf_puts(out, tty ? " → " : " -> ");
-    add_cut(out, d->o->new_name ? d->o->new_name : "new", room, tty);
+    add_cut_left(out, d->o->new_name ? d->o->new_name : "new", room, tty);
     cal_buf_puts(out, tty ? RESET "\n" : "\n");
     header_row(out, "", "old", "new", "+/-", "");
     if (d->snap) {
@@ -836,7 +876,7 @@ static void render_text(const diff *d, cal_buf *out)
         place(d, r, &pl);
         int room = width - used;
         const char *p = pl.data ? pl.data : "";
-        add_cut(out, p, room, tty);
+        add_cut_left(out, p, room, tty);
         room -= text_cols(p);
         const char *src = r->src_new ? r->src_new : r->src_old;
         if (!d->snap && d->o->by == CAL_DIFF_BY_LINE && r->func && room > 4) {
