@@ -505,7 +505,7 @@ def skipped_note(data):
         "- %s: %s (%s)" % (thing, s["why"], s["detail"]) for thing, s in skipped.items())
 
 
-PEER_PREFIXES = ("scalene", "memray", "py-spy", "pyinstrument")
+PEER_PREFIXES = ("scalene", "memray", "py-spy", "pyinstrument", "tracemalloc")
 
 
 def measure(suite, names, configs, repeat, seconds, save, skipped):

@@ -91,6 +91,15 @@ def test_snapshot_every_writes_snapshots_of_each_process(run_calipers, tmp_path)
     snaps = sorted(tmp_path.glob("profile.*.snapshot"))
     pids = {p.name.split(".")[1] for p in snaps}
     assert len(pids) == 2, snaps
+    last = {}
+    for path in snaps:  # each process's last snapshot
+        last[path.name.split(".")[1]] = path
+    merged = memory.Snapshot.merge(memory.Snapshot.load(str(p)) for p in last.values())
+    assert sorted(merged.meta["pids"]) == sorted(int(pid) for pid in pids)
+    assert merged.meta["alloc_mean"] == 256 << 10
+    held = sum(st.size for st in merged.statistics("lineno")
+               if st.traceback[0].filename == str(prog) and st.traceback[0].lineno == 3)
+    assert 100 << 20 < held < 260 << 20, held  # both processes' 80 MiB
     for path in snaps:
         s = memory.Snapshot.load(str(path))
         assert s.traceback_limit == 64

@@ -777,6 +777,28 @@ class Snapshot:
             setattr(snapshot, name, value)
         return snapshot
 
+    @staticmethod
+    def merge(snapshots):
+        """One snapshot holding the traces of all of `snapshots`: the
+        processes of a run (``calipers run --snapshot-every`` writes a file
+        per process), taken at about the same time.  Its traceback limit is
+        the largest; its meta keeps what they all agree on (the sampling
+        mean among it, which the standard errors use) and ``pids``."""
+        snapshots = list(snapshots)
+        if not snapshots:
+            raise ValueError("calipers.memory: no snapshots to merge")
+        raw = []
+        for snapshot in snapshots:
+            if not isinstance(snapshot, Snapshot):
+                raise TypeError("expected Snapshot, got %s" % type(snapshot).__name__)
+            raw.extend(snapshot.traces._traces)
+        limits = [s.traceback_limit for s in snapshots if s.traceback_limit is not None]
+        first = snapshots[0].meta
+        meta = {k: v for k, v in first.items()
+                if all(k in s.meta and s.meta[k] == v for s in snapshots[1:])}
+        meta["pids"] = [s.meta.get("pid") for s in snapshots]
+        return Snapshot(raw, max(limits) if limits else None, meta)
+
     # -- Filters
 
     def filter_traces(self, filters):
