@@ -269,9 +269,10 @@ def command(config, prog, tmp):
         return [venv_bin("calipers"), "run", "--no-report", "-o", out + ".json"] + prog
     if config.startswith("calipers-trace"):
         return [venv_bin("calipers"), "run", "--no-report", "-o", out + ".json",
-                str(HERE / "trace_start.py"), config[len("calipers-trace"):]] + prog
+                str(HERE / "trace_start.py"), "calipers", config[len("calipers-trace"):]] + prog
     if config.startswith("tracemalloc"):
-        return [py, "-X", "tracemalloc=" + config[len("tracemalloc"):]] + prog
+        return [py, str(HERE / "trace_start.py"), "tracemalloc",
+                config[len("tracemalloc"):]] + prog
     if config == "scalene-cpu":
         return [venv_bin("scalene"), "run", "--cpu-only", "-o", out + ".json"] + prog
     if config == "scalene":
@@ -1069,16 +1070,20 @@ program's peak plus 20 MB.  Profile is the size of what the profiler writes
 ## Memory tracing: calipers.memory against tracemalloc
 
 `calipers-trace1` and `calipers-trace25` run each program under `calipers
-run` with `calipers.memory.start(1)` or `start(25)` called first
-(`bench/trace_start.py`); `tracemalloc1` and `tracemalloc25` run it with
-`python -X tracemalloc=1` or `=25`.  calipers samples allocations whether or
+run` with `calipers.memory.start(1)` or `start(25)` called first;
+`tracemalloc1` and `tracemalloc25` run it under plain `python` with
+`tracemalloc.start(1)` or `start(25)` called first (both through
+`bench/trace_start.py`, which then runs the program with `runpy`).  calipers samples allocations whether or
 not calipers.memory is tracing (its tracebacks are the nodes of the stack
 table it keeps anyway), so the traceback limit costs nothing while the
 program runs, only when a snapshot is taken; tracemalloc records every
 allocation's traceback, to the limit.  Below the slowdowns, what one
 snapshot costs with two million small objects alive (`bench/snapshot_cost.py`):
 with sampling calipers holds a few thousand traces where tracemalloc holds
-millions; `--memory-interval 1` traces every allocation as tracemalloc does.
+millions; `--memory-interval 1` traces every allocation as tracemalloc does,
+and then taking and summing a snapshot is slower than tracemalloc's: the
+millions of objects the snapshot and its statistics create are traced too,
+each at calipers' cost per traced allocation.
 
 {tracing}"""
 

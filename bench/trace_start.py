@@ -1,15 +1,20 @@
-"""Run a program with calipers.memory tracing from the start, at a
-traceback limit, as `python -X tracemalloc=N` does with tracemalloc:
+"""Run a program with memory tracing from its start, at a traceback limit:
+calipers.memory (under `calipers run`) or tracemalloc, both started the
+same way, so that the two differ only in the tracer:
 
-    calipers run bench/trace_start.py N program.py [args...]
+    calipers run bench/trace_start.py calipers N program.py [args...]
+    python bench/trace_start.py tracemalloc N program.py [args...]
 """
 import os
 import runpy
 import sys
 
-import calipers.memory
+if sys.argv[1] == "calipers":
+    import calipers.memory as memory
+else:
+    import tracemalloc as memory
 
-calipers.memory.start(int(sys.argv[1]))
-sys.argv = sys.argv[2:]
+memory.start(int(sys.argv[2]))
+sys.argv = sys.argv[3:]
 sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
 runpy.run_path(sys.argv[0], run_name="__main__")
