@@ -1080,10 +1080,10 @@ program runs, only when a snapshot is taken; tracemalloc records every
 allocation's traceback, to the limit.  Below the slowdowns, what one
 snapshot costs with two million small objects alive (`bench/snapshot_cost.py`):
 with sampling calipers holds a few thousand traces where tracemalloc holds
-millions; `--memory-interval 1` traces every allocation as tracemalloc does,
-and then taking and summing a snapshot is slower than tracemalloc's: the
-millions of objects the snapshot and its statistics create are traced too,
-each at calipers' cost per traced allocation.
+millions; `--memory-interval 1` traces every allocation as tracemalloc does.
+What calipers builds for a snapshot (its tuples, the file's bytes) is not
+itself sampled, as tracemalloc builds its traces untraced, and statistics are
+summed in C per traceback: one object per traceback, not per trace.
 
 {tracing}"""
 

@@ -833,6 +833,11 @@ int calx_memory_lookup(const void *ptr, int since_mark, calx_live_sample *out)
     return 1;
 }
 
+int calx_memory_set_unsampled(int on)
+{
+    return M.attached ? M.api->set_unsampled(on) : 0;
+}
+
 size_t calx_memory_tracked(void)
 {
     if (!M.attached)

@@ -87,6 +87,10 @@ void calx_memory_reset_peak(void);
 int calx_memory_live(int since_mark, calx_live_sample **out, size_t *n);
 /* Is `ptr` the start of a live sampled block?  1 and *out, or 0. */
 int calx_memory_lookup(const void *ptr, int since_mark, calx_live_sample *out);
+/* While on, this thread's allocations are not sampled (still counted):
+   what calipers builds for a snapshot is not traced.  Returns the
+   previous state. */
+int calx_memory_set_unsampled(int on);
 /* How many sampled allocations are alive (tracked). */
 size_t calx_memory_tracked(void);
 

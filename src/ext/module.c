@@ -764,6 +764,10 @@ static PyMethodDef methods[] = {
     {"memory_object_traceback", calx_traces_object, METH_VARARGS,
      "memory_object_traceback(obj, limit) -> (frames, total_nframe, root_kept) or None"
      "\n\nWhere obj was allocated, if its block was sampled since the mark."},
+    {"snapshot_sums", calx_traces_sums, METH_VARARGS,
+     "snapshot_sums(raw_traces, mean) -> list\n\nThe sums of the traces per frames "
+     "object: [frames, total_nframe or None,\nroot_kept, size, count, var_size, "
+     "var_count] each."},
     {"memory_info", calx_traces_info, METH_NOARGS,
      "memory_info() -> dict\n\nalloc_mean, tracked (live samples) and overhead_bytes."},
     {"snapshot_encode", calx_snapshot_encode, METH_VARARGS, calx_snapshot_encode_doc},

@@ -7,6 +7,8 @@
 
 #include "snapfile.h"
 
+#include "memory.h"
+
 #include "cal_buf.h"
 #include "cal_snapshot.h"
 
@@ -390,7 +392,7 @@ done:
 
 /* ---- the functions ----------------------------------------------------- */
 
-PyObject *calx_snapshot_encode(PyObject *self, PyObject *args)
+static PyObject *snapshot_encode(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *raw, *meta;
@@ -409,7 +411,7 @@ PyObject *calx_snapshot_encode(PyObject *self, PyObject *args)
     return bytes;
 }
 
-PyObject *calx_snapshot_decode(PyObject *self, PyObject *data)
+static PyObject *snapshot_decode(PyObject *self, PyObject *data)
 {
     (void)self;
     Py_buffer view;
@@ -430,7 +432,7 @@ PyObject *calx_snapshot_decode(PyObject *self, PyObject *data)
     return r;
 }
 
-PyObject *calx_snapshot_write(PyObject *self, PyObject *args)
+static PyObject *snapshot_write(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *path_arg, *path, *raw, *meta;
@@ -457,7 +459,7 @@ PyObject *calx_snapshot_write(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-PyObject *calx_snapshot_read(PyObject *self, PyObject *path_arg)
+static PyObject *snapshot_read(PyObject *self, PyObject *path_arg)
 {
     (void)self;
     PyObject *path;
@@ -486,4 +488,35 @@ PyObject *calx_snapshot_read(PyObject *self, PyObject *path_arg)
     PyObject *r = to_python(&s);
     cal_snapshot_free(&s);
     return r;
+}
+
+/* The bindings: what they build for the program (a snapshot's millions of
+   tuples, the encoder's buffers) is not sampled, as tracemalloc builds its
+   own untraced (calx_memory_set_unsampled). */
+#define UNSAMPLED(call)                                                                \
+    do {                                                                               \
+        int was_ = calx_memory_set_unsampled(1);                                       \
+        PyObject *r_ = (call);                                                         \
+        calx_memory_set_unsampled(was_);                                               \
+        return r_;                                                                     \
+    } while (0)
+
+PyObject *calx_snapshot_encode(PyObject *self, PyObject *args)
+{
+    UNSAMPLED(snapshot_encode(self, args));
+}
+
+PyObject *calx_snapshot_decode(PyObject *self, PyObject *data)
+{
+    UNSAMPLED(snapshot_decode(self, data));
+}
+
+PyObject *calx_snapshot_write(PyObject *self, PyObject *args)
+{
+    UNSAMPLED(snapshot_write(self, args));
+}
+
+PyObject *calx_snapshot_read(PyObject *self, PyObject *path_arg)
+{
+    UNSAMPLED(snapshot_read(self, path_arg));
 }

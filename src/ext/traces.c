@@ -234,6 +234,10 @@ PyObject *calx_traces_list(PyObject *self, PyObject *args)
     size_t n;
     if (calx_memory_live(since_mark, &live, &n) != 0)
         return NULL;
+    /* The list is built unsampled, as tracemalloc builds its own traces
+       untraced: with every allocation sampled (--memory-interval 1) the
+       objects of a snapshot of millions of traces would be traced too. */
+    int was = calx_memory_set_unsampled(1);
     tb_cache c;
     PyObject *out = NULL;
     if (cache_init(&c, limit) != 0)
@@ -257,6 +261,7 @@ PyObject *calx_traces_list(PyObject *self, PyObject *args)
 done:
     cache_free(&c);
     free(live);
+    calx_memory_set_unsampled(was);
     return out;
 }
 
@@ -317,4 +322,145 @@ PyObject *calx_traces_info(PyObject *self, PyObject *noargs)
     return Py_BuildValue("{s:L,s:n,s:n}", "alloc_mean",
                          (long long)calx_memory_alloc_mean(), "tracked",
                          (Py_ssize_t)tracked, "overhead_bytes", (Py_ssize_t)overhead);
+}
+
+/* One frames object's sums (calx_traces_sums). */
+typedef struct frames_sum {
+    PyObject *frames, *total; /* borrowed from the traces list */
+    PyObject *root_kept;
+    long long size, count;
+    double fcount; /* the count once a fraction was added (has_float) */
+    int has_float;
+    double var_size, var_count;
+} frames_sum;
+
+/* Add trace `raw` to its frames' sums.  0, or -1 with an exception set. */
+static int sum_one(PyObject *raw, double mean, cal_map *index, frames_sum **sums,
+                   size_t *n, size_t *cap)
+{
+    Py_ssize_t len = PyTuple_Check(raw) ? PyTuple_GET_SIZE(raw) : 0;
+    if (len < 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "a raw trace is a tuple (domain, size, frames, "
+                        "total_nframe[, block_size, root_kept])");
+        return -1;
+    }
+    PyObject *frames = PyTuple_GET_ITEM(raw, 2), *total = PyTuple_GET_ITEM(raw, 3);
+    int overflow;
+    long long size = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(raw, 1), &overflow);
+    long long block = size;
+    if (len > 4 && !overflow && !PyErr_Occurred())
+        block = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(raw, 4), &overflow);
+    if (overflow || PyErr_Occurred()) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_OverflowError, "a trace's size does not fit 64 bits");
+        return -1;
+    }
+    uint64_t key = (uint64_t)(uintptr_t)frames;
+    size_t cursor = 0;
+    uint32_t at = cal_map_find(index, cal_hash_u64(key), &cursor);
+    while (at != CAL_MAP_NONE && (*sums)[at].frames != frames)
+        at = cal_map_find(index, cal_hash_u64(key), &cursor);
+    frames_sum *e;
+    if (at == CAL_MAP_NONE) {
+        if (*n == *cap) {
+            size_t grown = *cap ? 2 * *cap : 64;
+            frames_sum *p = PyMem_Realloc(*sums, grown * sizeof *p);
+            if (!p) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            *sums = p;
+            *cap = grown;
+        }
+        if (cal_map_put(index, cal_hash_u64(key), (uint32_t)*n) != 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        e = &(*sums)[(*n)++];
+        memset(e, 0, sizeof *e);
+        e->frames = frames;
+        e->total = total;
+        e->root_kept = len > 5 ? PyTuple_GET_ITEM(raw, 5) : NULL;
+    } else {
+        e = &(*sums)[at];
+        if (e->total != Py_None) {
+            int same = PyObject_RichCompareBool(e->total, total, Py_EQ);
+            if (same < 0)
+                return -1;
+            if (!same)
+                e->total = Py_None; /* stacks of different depths */
+        }
+    }
+    e->size += size;
+    if (block == size || block <= 0) {
+        if (e->has_float)
+            e->fcount += 1.0;
+        else
+            e->count++;
+        return 0;
+    }
+    double s = (double)size, b = (double)block, c = s / b;
+    if (!e->has_float) {
+        e->fcount = (double)e->count;
+        e->has_float = 1;
+    }
+    e->fcount += c;
+    if (mean > 0 && b >= mean) {
+        e->var_size += b * mean / 12.0;
+        e->var_count += mean / (12.0 * b);
+    } else if (s > b) {
+        e->var_size += s * (s - b);
+        e->var_count += c * (c - 1.0);
+    }
+    return 0;
+}
+
+PyObject *calx_traces_sums(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *traces;
+    double mean;
+    if (!PyArg_ParseTuple(args, "Od:snapshot_sums", &traces, &mean))
+        return NULL;
+    PyObject *seq = PySequence_Fast(traces, "raw traces must be a sequence");
+    if (!seq)
+        return NULL;
+    /* Built unsampled, like the traces (a million traces, few sums). */
+    int was = calx_memory_set_unsampled(1);
+    cal_map index;
+    cal_map_init(&index);
+    frames_sum *sums = NULL;
+    size_t n = 0, cap = 0;
+    PyObject *out = NULL, *zero = PyLong_FromLong(0);
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    if (!zero)
+        goto done;
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (sum_one(items[i], mean, &index, &sums, &n, &cap) != 0)
+            goto done;
+    out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; i++) {
+        const frames_sum *e = &sums[i];
+        PyObject *count = e->has_float ? PyFloat_FromDouble(e->fcount)
+                                       : PyLong_FromLongLong(e->count);
+        PyObject *entry =
+            count ? Py_BuildValue("[OOOLNdd]", e->frames, e->total,
+                                  e->root_kept ? e->root_kept : zero,
+                                  (long long)e->size, count, e->var_size, e->var_count)
+                  : NULL;
+        if (!entry) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, entry);
+    }
+done:
+    Py_XDECREF(zero);
+    PyMem_Free(sums);
+    cal_map_clear(&index);
+    Py_DECREF(seq);
+    calx_memory_set_unsampled(was);
+    return out;
 }

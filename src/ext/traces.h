@@ -27,6 +27,12 @@ PyObject *calx_traces_list(PyObject *self, PyObject *args);
 /* memory_object_traceback(obj, limit) -> (frames, total_nframe, root_kept)
    or None */
 PyObject *calx_traces_object(PyObject *self, PyObject *args);
+/* snapshot_sums(raw_traces, mean) -> [[frames, total_nframe or None,
+   root_kept, size, count, var_size, var_count], ...]: the sums of the
+   traces per frames object (by identity), with their variances
+   (calipers.memory's statistics; docs/INTERNALS.md, "Memory snapshots");
+   mean: the sampling mean, 0 if unknown or exact. */
+PyObject *calx_traces_sums(PyObject *self, PyObject *args);
 /* memory_info() -> {"alloc_mean", "tracked", "overhead_bytes"} */
 PyObject *calx_traces_info(PyObject *self, PyObject *noargs);
 

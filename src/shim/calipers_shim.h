@@ -125,6 +125,11 @@ typedef struct cal_shim_api {
     size_t (*samples)(cal_shim_sample *out, size_t cap);
     /* Start mark_peak afresh from the current footprint. */
     void (*reset_mark_peak)(void);
+    /* While on, the calling thread's allocations and copies are counted
+       but never sampled (the profiler building what it hands the program, as
+       tracemalloc builds its traces untraced).  Returns the previous
+       state, to restore. */
+    int (*set_unsampled)(int on);
 } cal_shim_api;
 
 #endif

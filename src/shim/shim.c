@@ -103,6 +103,8 @@ typedef struct thread_state {
     uint8_t in_py;     /* inside Python's allocator (the PyMem hooks) */
     uint8_t resolving; /* inside dlsym() during resolve() */
     uint8_t keyed;     /* the exit destructor is registered */
+    uint8_t unsampled; /* counted, never sampled (api_set_unsampled): its
+                          allocations and copies */
     unsigned gen;      /* attach generation the samplers were set up for */
     /* Sample points on the bytes allocated by native code, by Python's
        allocator, and copied: three streams, each sampled on its own.  Each
@@ -430,6 +432,8 @@ static inline void account(int64_t delta)
 
 static COLD void sample_alloc(void *p, size_t n, uint64_t k, int python)
 {
+    if (T.unsampled)
+        return;
     int saved = errno;
     T.guard = 1;
     int64_t weight = (int64_t)k * (python ? T.python.mean : T.native.mean);
@@ -667,6 +671,8 @@ EXPORT void *pvalloc(size_t n)
 
 static COLD void sample_copy(uint64_t k)
 {
+    if (T.unsampled)
+        return;
     int saved = errno;
     T.guard = 1;
     if (hooks_enter()) {
@@ -876,6 +882,13 @@ static int api_lookup(const void *p, cal_shim_sample *out)
     return s != NULL;
 }
 
+static int api_set_unsampled(int on)
+{
+    int was = T.unsampled;
+    T.unsampled = (uint8_t)(on != 0);
+    return was;
+}
+
 static size_t api_samples(cal_shim_sample *out, size_t cap)
 {
     uint8_t g = T.guard;
@@ -952,6 +965,7 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .lookup = api_lookup,
     .samples = api_samples,
     .reset_mark_peak = api_reset_mark_peak,
+    .set_unsampled = api_set_unsampled,
 };
 
 /* ---- process events ------------------------------------------------------------- */
