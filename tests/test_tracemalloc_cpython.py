@@ -6,7 +6,8 @@ is copied with its one `import tracemalloc` changed to
 --memory-interval 1` (every allocation traced: the exact mode, so sizes can
 be compared byte for byte).  Every case must pass except those listed in
 DIFFERENT, each with the reason it cannot hold for calipers; a listed case
-that passes is reported too, so the list cannot go stale.
+that passes is reported too (but for MAY_PASS, which says why), so the list
+cannot go stale.
 """
 
 import importlib.util
@@ -26,6 +27,8 @@ DIFFERENT = {
     "TestCAPI.test_track_already_tracked": "PyTraceMalloc_Track is the stdlib tracer's C API",
     "TestCAPI.test_track_without_gil": "PyTraceMalloc_Track is the stdlib tracer's C API",
     "TestCAPI.test_untrack": "PyTraceMalloc_Untrack is the stdlib tracer's C API",
+    "TestCAPI.test_untrack_without_gil":
+        "PyTraceMalloc_Untrack is the stdlib tracer's C API",
     "TestCAPI.test_stop_untrack": "PyTraceMalloc_Untrack is the stdlib tracer's C API",
     "TestCAPI.test_tracemalloc_track_race":
         "PyTraceMalloc_Track is the stdlib tracer's C API",
@@ -48,6 +51,17 @@ DIFFERENT = {
     # The error names calipers.memory, not "the tracemalloc module".
     "TestTracemallocEnabled.test_snapshot":
         "take_snapshot's error when not tracing names calipers.memory",
+}
+
+
+#: Listed cases that pass on some versions or runs, and why; the others
+#: must fail, so that the list cannot go stale.
+MAY_PASS = {
+    # 3.14's version only checks that racing threads do not crash.
+    "TestCAPI.test_tracemalloc_track_race",
+    # The engine's own memory after clear_traces() is not smaller, but it
+    # is not larger either unless the stack table grew meanwhile.
+    "TestTracemallocEnabled.test_get_tracemalloc_memory",
 }
 
 
@@ -107,7 +121,8 @@ def test_cpython_test_tracemalloc_passes_against_calipers_memory(tmp_path):
     assert len(results) > 40, results
     failing = {name: r for name, r in results.items() if r not in ("ok", "skipped")}
     unexpected = sorted(set(failing) - set(DIFFERENT))
-    stale = sorted(name for name in DIFFERENT if results.get(name) == "ok")
+    stale = sorted(name for name in DIFFERENT
+                   if results.get(name) == "ok" and name not in MAY_PASS)
     detail = proc.stderr[-6000:]
     assert not unexpected, "failing: %s\n%s" % (unexpected, detail)
     assert not stale, "now passing, remove from DIFFERENT: %s" % stale
