@@ -909,38 +909,6 @@ static void render_text(const diff *d, cal_buf *out)
 
 /* ---- HTML ------------------------------------------------------------------ */
 
-static void add_html(cal_buf *out, const char *s)
-{
-    for (; *s; s++) {
-        size_t len;
-        unsigned cp = cal_view_control(s, &len);
-        if (cp) {
-            cal_buf_printf(out, "&lt;U+%04X&gt;", cp);
-            s += len - 1;
-            continue;
-        }
-        switch (*s) {
-        case '<':
-            cal_buf_puts(out, "&lt;");
-            break;
-        case '>':
-            cal_buf_puts(out, "&gt;");
-            break;
-        case '&':
-            cal_buf_puts(out, "&amp;");
-            break;
-        case '"':
-            cal_buf_puts(out, "&quot;");
-            break;
-        case '\'':
-            cal_buf_puts(out, "&#39;");
-            break;
-        default:
-            cal_buf_add(out, s, 1);
-        }
-    }
-}
-
 static const char HTML_HEAD[] =
     "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
     "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
@@ -967,7 +935,7 @@ static void html_cell(cal_buf *out, const char *cls, const char *text)
         cal_buf_printf(out, "<td class=\"%s\">", cls);
     else
         cal_buf_puts(out, "<td>");
-    add_html(out, text);
+    cal_view_add_html(out, text);
     cal_buf_puts(out, "</td>");
 }
 
@@ -991,9 +959,9 @@ static void render_html(const diff *d, cal_buf *out)
     const side *a = &d->s[0], *b = &d->s[1];
     cal_buf_puts(out, HTML_HEAD);
     cal_buf_puts(out, "<h1>calipers diff</h1>\n<p><code>");
-    add_html(out, d->o->old_name ? d->o->old_name : "old");
+    cal_view_add_html(out, d->o->old_name ? d->o->old_name : "old");
     cal_buf_puts(out, "</code> → <code>");
-    add_html(out, d->o->new_name ? d->o->new_name : "new");
+    cal_view_add_html(out, d->o->new_name ? d->o->new_name : "new");
     cal_buf_puts(out,
                  "</code></p>\n<table id=\"totals\">\n<tr><th class=\"place\"></th>"
                  "<th>old</th><th>new</th><th>+/-</th></tr>\n");

@@ -21,7 +21,7 @@
 
 #include <string.h>
 
-static void add_escaped_html(cal_buf *out, const char *s)
+void cal_view_add_html(cal_buf *out, const char *s)
 {
     for (; *s; s++) {
         size_t len;
@@ -93,7 +93,7 @@ void cal_view_html(const cal_jv *root, const char *json, size_t len, const char 
             const cal_jv *argv = cal_jv_get(cal_jv_get(root, "program"), "argv");
             const char *what = cal_jv_str(cal_jv_at(argv, 0), "profile");
             const char *slash = strrchr(what, '/');
-            add_escaped_html(out, slash ? slash + 1 : what);
+            cal_view_add_html(out, slash ? slash + 1 : what);
         } else {
             add_json_for_script(out, json, len);
         }

@@ -52,6 +52,10 @@ unsigned cal_view_control(const char *p, size_t *len);
 /* Append the terminal report of `root` (checked) to out. */
 void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out);
 
+/* Append s HTML-escaped (<, >, &, quotes), what cal_view_control names
+   shown as its code. */
+void cal_view_add_html(cal_buf *out, const char *s);
+
 /* Append the HTML page: `tmpl` (tlen bytes) with "CALIPERS_TITLE" replaced
    by the HTML-escaped program name and "CALIPERS_PROFILE" by `json` (the
    profile's text, len bytes, already parsed into `root`), with every '<'
