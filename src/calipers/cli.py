@@ -296,8 +296,6 @@ def parse_size(text, option="--memory-interval"):
             raw, scale = raw[: -len(suffix)], factor
             break
     try:
-        if not raw.isascii():  # float() reads other scripts' digits ("١٢")
-            raise ValueError(raw)
         value = float(raw) * scale
     except ValueError:
         raise UsageError("%s: not a size: %r (try 256k or 1M)" % (option, text))

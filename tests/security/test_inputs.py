@@ -41,9 +41,10 @@ BAD_NUMBERS = ["inf", "-inf", "nan", "NaN", "-1", "0", "1e400", "-1e400", "99999
 
 
 #: Not bad at all: a percentage of 0, and 12 (Python's float() reads the
-#: digits of any script) as a percentage or seconds between profiles.
+#: digits of any script) as a percentage, seconds between profiles or bytes
+#: between allocation samples (1 byte, every allocation, is the least).
 VALID = {("--min-percent", "0"), ("--min-percent", "1e-400"), ("--min-percent", "١٢"),
-         ("--profile-interval", "١٢")}
+         ("--profile-interval", "١٢"), ("--memory-interval", "١٢")}
 
 
 @pytest.mark.parametrize("option", ["--interval", "--memory-interval", "--profile-interval",
