@@ -26,15 +26,24 @@ What differs from ``tracemalloc``, and why:
   with standard errors (``size_stderr``, ``count_stderr``), printed as
   "± X"; traced exactly (``calipers run --memory-interval 1``) they are
   tracemalloc's numbers and the errors are zero.  The errors are those of
-  independent (Horvitz-Thompson) sampling: calipers' sampler lays its
-  sample points at more even gaps (src/core/cal_bsamp.h), so the real
-  error is about that for a line whose allocations are scattered among
-  others', and smaller, down to a third, for a line that allocates many
-  blocks in a row: the errors err on the safe side, and
-  ``StatisticDiff.significant`` towards "not significant".
-- A deep stack keeps both ends (the root, where the work began, and the
-  leaf, where the block was allocated); the frames elided between them are
-  shown by ``Traceback.format()`` as "... N frames elided ...".
+  independent (Horvitz-Thompson) sampling for blocks smaller than the
+  sampling interval: calipers' sampler lays its sample points at more
+  even gaps (src/core/cal_bsamp.h), so the real error is about that for a
+  line whose allocations are scattered among others', and smaller, down
+  to a third, for a line that allocates many blocks in a row: the errors
+  err on the safe side, and ``StatisticDiff.significant`` towards "not
+  significant".  A block at least as large as the interval gets the
+  sampler's own variance (docs/INTERNALS.md, "Memory snapshots").
+- With a limit of 16 frames or more, a deeper stack keeps both ends (a
+  quarter of the limit at the root, where the work began, the rest at the
+  leaf, where the block was allocated); the frames elided between them
+  are shown by ``Traceback.format()`` as "... N frames elided ...".  A
+  smaller limit keeps the innermost frames, as tracemalloc does.
+- ``_get_traces()`` returns 6-tuples (domain, size, frames,
+  total_nframe, block_size, root_kept); :class:`Snapshot` accepts
+  tracemalloc's 4-tuples too.
+- Allocations made by a thread that does not hold the GIL are counted in
+  the profile but not traced.
 - ``cumulative=True`` counts a frame once per trace, so a recursive
   function is not credited twice for one block (``tracemalloc`` adds it
   once per appearance, and can report more than was allocated).
@@ -42,7 +51,9 @@ What differs from ``tracemalloc``, and why:
   (loading a pickle runs code); snapshots still pickle.
 - Traces made before :func:`start` are not reported, but the sampler
   itself runs for the whole ``calipers run``; :func:`stop` only stops
-  reporting.
+  reporting, and :func:`clear_traces` hides the traces made so far (the
+  profile still follows them: :func:`get_tracemalloc_memory` does not
+  shrink).
 
 Importing this module has no side effects.
 """
