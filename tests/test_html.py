@@ -6,6 +6,7 @@ screenshot of each is saved under the test's output directory.
 Marked `browser`: tools/test-all.sh runs these once (the html tier), not on
 every CPython, since the page does not depend on the interpreter."""
 
+import decimal
 import json
 import math
 import os
@@ -210,11 +211,17 @@ def nvml_lib_device_only(tmp_path_factory):
 
 
 def shown_bytes(b):
-    """The viewer's bytes(): decimal units, one decimal place above bytes."""
+    """The viewer's bytes(): decimal units, one decimal place above bytes,
+    rounded as JavaScript's toFixed does: the double's exact value, a tie
+    away from zero (1.25 GB shows as 1.3 GB; Python's "%.1f" would round
+    that tie to even, 1.2 GB; it happened in CI with a GPU average)."""
     units, i = ["B", "KB", "MB", "GB", "TB"], 0
+    b = float(b)
     while abs(b) >= 999.95 and i < len(units) - 1:
         b, i = b / 1000, i + 1
-    return ("%.1f" if i else "%.0f") % b + " " + units[i]
+    exact = decimal.Decimal(b).quantize(decimal.Decimal("0.1" if i else "1"),
+                                        rounding=decimal.ROUND_HALF_UP)
+    return str(exact) + " " + units[i]
 
 
 def byte_count(text):
