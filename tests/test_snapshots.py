@@ -184,3 +184,31 @@ def test_get_object_traceback_names_where_a_sampled_object_was_made(run_calipers
     # 32 MiB in 8 KiB objects at a 256 KiB mean: about 128 sampled objects.
     assert 40 < got["found"] < 400, got
     assert got["frames"] == [[str(prog), 8], [str(prog), 6]], got
+
+
+def test_what_a_snapshot_builds_is_not_traced(run_calipers, tmp_path):
+    """Traced exactly, a snapshot's own tuples (and the file's bytes) are
+    not traced, as tracemalloc builds its traces untraced: a second
+    snapshot does not hold the first one's objects."""
+    prog = tmp_path / "prog.py"
+    out = tmp_path / "out.json"
+    prog.write_text(
+        "import json, sys\n"
+        "import calipers.memory as memory\n"
+        "memory.start(1)\n"
+        "keep = [str(i) * 3 for i in range(50000)]\n"
+        "first = memory.take_snapshot()\n"
+        "first.dump(sys.argv[1] + '.snap')\n"
+        "second = memory.take_snapshot()\n"
+        "lines = {s.traceback[0].lineno: s.count for s in second.statistics('lineno')\n"
+        "         if s.traceback[0].filename == __file__}\n"
+        "json.dump({'first': len(first.traces), 'lines': lines}, open(sys.argv[1], 'w'))\n")
+    run = run_calipers(prog, str(out), options=["--no-report", "--memory-interval", "1"])
+    assert run.returncode == 0, run.stderr
+    got = json.loads(out.read_text())
+    assert got["first"] > 50000
+    assert got["lines"].get("4", 0) >= 50000  # the program's own strings
+    # The first snapshot's list and tuples: a handful of blocks, not one
+    # per trace (50,000 and more when they were traced).
+    assert got["lines"].get("5", 0) < 100, got
+    assert got["lines"].get("6", 0) < 100, got

@@ -838,6 +838,16 @@ int calx_memory_set_unsampled(int on)
     return M.attached ? M.api->set_unsampled(on) : 0;
 }
 
+void calx_memory_live_free(calx_live_sample *live)
+{
+    /* Allocated with the shim's guard set, so uncounted: freed the same
+       way, or the footprint would lose its size. */
+    int g = M.api ? M.api->guard_enter() : 0;
+    free(live);
+    if (M.api)
+        M.api->guard_leave(g);
+}
+
 size_t calx_memory_tracked(void)
 {
     if (!M.attached)

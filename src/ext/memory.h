@@ -82,9 +82,11 @@ void calx_memory_mark(void);
    reset_peak, exact (from the shim's counters), >= 0. */
 void calx_memory_traced(int64_t *current, int64_t *peak);
 void calx_memory_reset_peak(void);
-/* The live samples, into a malloc'd array *out of *n (free() it).
-   0, or -1 with an exception set. */
+/* The live samples, into an array *out of *n (calx_memory_live_free it:
+   it is the profiler's memory, not the program's).  0, or -1 with an
+   exception set. */
 int calx_memory_live(int since_mark, calx_live_sample **out, size_t *n);
+void calx_memory_live_free(calx_live_sample *live);
 /* Is `ptr` the start of a live sampled block?  1 and *out, or 0. */
 int calx_memory_lookup(const void *ptr, int since_mark, calx_live_sample *out);
 /* While on, this thread's allocations are not sampled (still counted):

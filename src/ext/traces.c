@@ -260,7 +260,7 @@ PyObject *calx_traces_list(PyObject *self, PyObject *args)
     }
 done:
     cache_free(&c);
-    free(live);
+    calx_memory_live_free(live);
     calx_memory_set_unsampled(was);
     return out;
 }

@@ -44,11 +44,12 @@ BAD_NUMBERS = ["inf", "-inf", "nan", "NaN", "-1", "0", "1e400", "-1e400", "99999
 #: digits of any script) as a percentage, seconds between profiles or bytes
 #: between allocation samples (1 byte, every allocation, is the least).
 VALID = {("--min-percent", "0"), ("--min-percent", "1e-400"), ("--min-percent", "١٢"),
-         ("--profile-interval", "١٢"), ("--memory-interval", "١٢")}
+         ("--profile-interval", "١٢"), ("--memory-interval", "١٢"),
+         ("--snapshot-every", "١٢")}
 
 
 @pytest.mark.parametrize("option", ["--interval", "--memory-interval", "--profile-interval",
-                                    "--min-percent"])
+                                    "--snapshot-every", "--min-percent"])
 @pytest.mark.parametrize("value", BAD_NUMBERS)
 def test_run_numeric_options_refuse_in_one_line(tmp_path, option, value):
     if (option, value) in VALID:
