@@ -102,6 +102,15 @@ def crash_report(returncode, cwd):
     return "\n---- backtraces of the crashed program ----\n" + out.stdout[-20000:]
 
 
+#: How run_calipers starts `calipers run`: the installed `calipers` command
+#: (the native launcher, src/launcher, as users type it), or with
+#: CALIPERS_TEST_LAUNCHER=python `python -m calipers` (the launcher in
+#: Python, which the launcher hands `-m` runs and every other command to).
+LAUNCHER = ([sys.executable, "-m", "calipers"]
+            if os.environ.get("CALIPERS_TEST_LAUNCHER") == "python"
+            else [os.path.join(os.path.dirname(sys.executable), "calipers")])
+
+
 @pytest.fixture
 def run_calipers(tmp_path):
     """run_calipers(program, *args, options=[...], env={}, cwd=None); an arg
@@ -110,7 +119,7 @@ def run_calipers(tmp_path):
     def run(program, *args, options=(), env=None, cwd=None, timeout=120, outfile=True,
             module=False):
         out = tmp_path / "profile.json"
-        cmd = [sys.executable, "-m", "calipers", "run"]
+        cmd = LAUNCHER + ["run"]
         if outfile:
             cmd += ["-o", str(out)]
         cmd += list(options)

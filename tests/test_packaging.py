@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECK = ROOT / "tools" / "check-wheel.py"
 PACKAGE = Path(calipers.__file__).parent
 EXT = next(PACKAGE.glob("_calipers.*.so"))
+LAUNCHER = Path(sys.executable).parent / "calipers"
 ARCH = platform.machine()
 PY = "cp%d%d" % sys.version_info[:2]
 
@@ -45,8 +46,9 @@ def make_wheel(directory, platform, extra=None, py=PY, metadata=METADATA):
     files[info + "METADATA"] = metadata.encode()
     files[info + "WHEEL"] = ("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
                              "Tag: %s-%s-%s\n" % (py, py, platform)).encode()
-    files["calipers-0.1.0.data/scripts/calipers"] = (ROOT / "src" / "scripts" /
-                                                      "calipers").read_bytes()
+    files["calipers-0.1.0.data/scripts/calipers-py"] = (ROOT / "src" / "scripts" /
+                                                         "calipers-py").read_bytes()
+    files["calipers-0.1.0.data/scripts/calipers"] = LAUNCHER.read_bytes()
     files[info + "licenses/LICENSE"] = (ROOT / "LICENSE").read_bytes()
     files[info + "RECORD"] = "".join("%s,,\n" % n for n in files).encode()
     with zipfile.ZipFile(name, "w", zipfile.ZIP_DEFLATED) as z:

@@ -3,8 +3,9 @@ may carry the manylinux tag it has.
 
 usage: check-wheel.py [--retag] WHEEL
 
-Contents: the package's files, the `calipers` script, LICENSE and the
-licence and project URLs in the metadata.  Binaries (the manylinux policy,
+Contents: the package's files, the `calipers` launcher and the
+`calipers-py` script, LICENSE and the licence and project URLs in the
+metadata.  Binaries (the manylinux policy,
 PEP 600, as auditwheel applies it): every ELF file in the wheel is for the
 tag's architecture, needs only libraries every manylinux system has (the
 policy's list; the dynamic loader), no symbol version newer than the tag's
@@ -313,10 +314,13 @@ def check(path):
     for prefix, suffix in REQUIRED:
         ok = any(n.startswith(prefix) and (suffix is None or n.endswith(suffix)) for n in names)
         expect(ok, "missing from the wheel: %s*%s" % (prefix, suffix or ""))
-    script = [n for n in names if re.search(r"\.data/scripts/calipers$", n)]
+    script = [n for n in names if re.search(r"\.data/scripts/calipers-py$", n)]
     expect(script and wheel.read(script[0]).startswith(b"#!python\n") and
            b"from calipers.cli import main" in wheel.read(script[0]),
-           "the wheel holds no calipers script (.data/scripts/calipers, #!python)")
+           "the wheel holds no calipers-py script (.data/scripts/calipers-py, #!python)")
+    launcher = [n for n in names if re.search(r"\.data/scripts/calipers$", n)]
+    expect(launcher and wheel.read(launcher[0])[:4] == b"\x7fELF",
+           "the wheel holds no calipers launcher (.data/scripts/calipers, an ELF executable)")
     licence = [n for n in names if re.search(r"\.dist-info/licenses/LICENSE$", n)]
     expect(licence and b"MIT License" in wheel.read(licence[0]),
            "the wheel holds no LICENSE (MIT) in .dist-info/licenses/")

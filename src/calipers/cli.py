@@ -692,7 +692,12 @@ def remove_run_dir(tmp_fd, name, uid):
         pass
 
 
-def run(args):
+def prepare_run(args):
+    """Parse and check the arguments of ``run`` (failing with a UsageError or
+    InputError before the program runs) and create the run directory.
+    Returns (config, shim, kind, target, program_args): the settings for
+    CALIPERS_CONFIG, the shim to preload (None with --cpu-only), and what
+    to run."""
     import time
 
     opts, (kind, target), program_args = parse_run(args)
@@ -757,6 +762,11 @@ def run(args):
             fail("the allocation shim is missing (%s); reinstall calipers or use --cpu-only"
                  % shim, 1)
     config["shim"] = shim
+    return config, shim, kind, target, program_args
+
+
+def run(args):
+    config, shim, kind, target, program_args = prepare_run(args)
     env = dict(os.environ)
     env.pop("CALIPERS_SHIM", None)
     env = _common.profiled_env(env, _common.encode_config(config), shim)
@@ -770,6 +780,33 @@ def run(args):
         os.execve(exe, cmd, env)
     except OSError as exc:
         fail("cannot start %s: %s" % (exe, exc.strerror), 1)
+
+
+def launched(options):
+    """The CALIPERS_CONFIG of a program the native launcher (src/launcher)
+    started: called by the bootstrap in the program's process, before its
+    first line, with the options the launcher passed in CALIPERS_LAUNCH
+    (each as LEN:TEXT) and the program's command line in sys.argv.  The
+    same checks as `calipers run`; on a bad option, a missing script, an
+    unwritable output, the same one-line error and status, and the
+    process ends without running the program."""
+    args, i = [], 0
+    try:
+        while i < len(options):
+            colon = options.index(":", i)
+            n = int(options[i:colon])
+            args.append(options[colon + 1:colon + 1 + n])
+            i = colon + 1 + n
+        config = prepare_run(args + ["--"] + sys.argv)[0]
+        return _common.encode_config(config)
+    except (UsageError, InputError) as exc:
+        say(sys.stderr, "calipers: error: %s\n" % exc)
+        os._exit(exc.status)
+    except SystemExit as exc:  # fail(): the message is out
+        os._exit(exc.code if isinstance(exc.code, int) else 1)
+    except ValueError:
+        say(sys.stderr, "calipers: error: CALIPERS_LAUNCH is not the launcher's\n")
+        os._exit(2)
 
 
 def read_profile(path):

@@ -37,6 +37,19 @@ def _calipers_boot():
 
     here = os.path.dirname(os.path.abspath(__file__))
     env = os.environ
+    launch = env.pop("CALIPERS_LAUNCH", None)
+    if launch is not None:
+        # Started by the native launcher (src/launcher): `run`'s options
+        # are checked here, before the program's first line, and become
+        # this process's configuration and, in its C environment, that of
+        # the children it starts.
+        try:
+            from calipers import cli
+
+            env["CALIPERS_CONFIG"] = cli.launched(launch)
+        except Exception as exc:  # never break the program
+            if sys.stderr is not None:
+                sys.stderr.write("calipers: profiling disabled: %s\n" % (exc,))
     config = env.get("CALIPERS_CONFIG")
     # The settings this module needs, read without calipers (which another
     # Python version cannot import); _common.decode_config reads them all.
