@@ -1021,15 +1021,20 @@ them).  The waiting is now gathered and handed out on a cost budget
 (docs/INTERNALS.md, "asyncio"): 0.2%.
 
 **Start-up and exit.**  `python pass.py` takes 9.7 ms here; `calipers run
-pass.py` took 34 ms and takes 24 ms (medians of 15, full profiling, profile
-written).  Of the 14 ms left, about 10 ms is the launcher: a second
-interpreter start (the program's interpreter must start with the shim
-preloaded) and its imports; the profiled process adds about 4 ms (the
-agent and the extension, 0.7 ms to import; the sampler's threads started
-and joined; the profile written).  The 10 ms removed: `tempfile` (5 ms of
-imports, for one directory) and the console-script wrapper's `import re`
-(5 ms: `calipers` is now a script of its own).  Reaching 10 ms needs a
-launcher that is not a Python interpreter.
+pass.py` took 34 ms, then 24 ms (medians of 15, full profiling, profile
+written), and takes about 8 ms more than `python pass.py` since the
+launcher is native (12.4 ms and 20.1 ms, medians of 21 on a machine busy
+with other work; `calipers-py run`, the launcher in Python, 29.8 ms in the
+same run).  The 10 ms removed first: `tempfile` (5 ms of imports, for one
+directory) and the console-script wrapper's `import re` (5 ms: `calipers`
+became a script of its own).  Then the second interpreter: the launcher
+was a Python program, whose own start (about 10 ms) came before the
+program's; the native one (`src/launcher/launcher.c`) execs the program's
+interpreter at once, and the options are checked in the program's process
+(`cli.launched`, about 1 ms with the import of `cli`).  What is left: the
+bootstrap (`cli`'s checks, the run directory, the agent and the extension:
+about 2.5 ms), the sampler's threads started and joined, and the profile
+and the report written.
 
 **Fork.**  200 forks in a row, each child leaving at once
 (`bench/fork_cost.py`): 2-3x the unprofiled loop's time.  Nearly all of it

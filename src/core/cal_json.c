@@ -131,10 +131,26 @@ void cal_json_string(cal_json *j, const char *s)
     cal_buf_puts(j->out, "\"");
 }
 
+/* Digits of v, written backwards from `end`; returns the first.  A profile
+   holds tens of thousands of numbers: printf's format parsing cost more
+   than the rest of writing them. */
+static char *digits(char *end, uint64_t v)
+{
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return end;
+}
+
 void cal_json_int(cal_json *j, int64_t v)
 {
     before_value(j);
-    cal_buf_printf(j->out, "%lld", (long long)v);
+    char tmp[24], *end = tmp + sizeof tmp;
+    char *p = digits(end, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+    if (v < 0)
+        *--p = '-';
+    cal_buf_add(j->out, p, (size_t)(end - p));
 }
 
 void cal_json_bool(cal_json *j, int v)
@@ -153,11 +169,15 @@ void cal_json_seconds(cal_json *j, int64_t ns)
 {
     before_value(j);
     int neg = ns < 0;
-    uint64_t us = (uint64_t)(neg ? -ns : ns);
+    uint64_t us = neg ? 0 - (uint64_t)ns : (uint64_t)ns;
     us = (us + 500) / 1000;
-    cal_buf_printf(j->out, "%s%llu.%06llu", neg && us ? "-" : "",
-                   (unsigned long long)(us / 1000000),
-                   (unsigned long long)(us % 1000000));
+    char tmp[32], *end = tmp + sizeof tmp;
+    char *p = digits(end, us % 1000000 + 1000000); /* "1" and six digits */
+    *p = '.';
+    p = digits(p, us / 1000000);
+    if (neg && us)
+        *--p = '-';
+    cal_buf_add(j->out, p, (size_t)(end - p));
 }
 
 void cal_json_fixed(cal_json *j, double v, int decimals)

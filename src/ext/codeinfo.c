@@ -23,6 +23,19 @@ void calx_codes_clear(calx_codes *c)
     calx_codes_init(c);
 }
 
+int calx_codes_line(calx_codes *c, const calx_code *ci, int offset)
+{
+    uint32_t entry = (uint32_t)(ci - c->entries) + 1;
+    uint32_t h = (entry * 0x9E3779B1u) ^ ((uint32_t)offset * 0x85EBCA6Bu);
+    calx_line_slot *slot = &c->lines[h >> (32 - CALX_LINE_CACHE_BITS)];
+    if (slot->entry != entry || slot->offset != offset) {
+        slot->line = PyCode_Addr2Line((PyCodeObject *)c->owned[entry - 1], offset);
+        slot->entry = entry;
+        slot->offset = offset;
+    }
+    return slot->line;
+}
+
 size_t calx_utf8(PyObject *str, char *dst, size_t cap)
 {
     size_t n = 0;

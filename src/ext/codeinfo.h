@@ -44,11 +44,23 @@ typedef struct calx_code {
                  such as a task's step) */
 } calx_code;
 
+/* Lines of instructions already looked up, direct-mapped by (entry,
+   offset): a deep or recursive stack repeats the same few thousand.  Keyed
+   by the entry, not the code's address, and the entry's code is owned, so
+   a hit is always for the same code object. */
+#define CALX_LINE_CACHE_BITS 12
+typedef struct calx_line_slot {
+    uint32_t entry; /* index + 1; 0: empty */
+    int32_t offset;
+    int32_t line;
+} calx_line_slot;
+
 typedef struct calx_codes {
     cal_map index; /* code object address -> entry */
     calx_code *entries;
     PyObject **owned; /* strong references, parallel to entries */
     size_t len, cap;
+    calx_line_slot lines[1 << CALX_LINE_CACHE_BITS];
 } calx_codes;
 
 void calx_codes_init(calx_codes *c);
@@ -59,6 +71,10 @@ void calx_codes_clear(calx_codes *c);
    on allocation failure. */
 const calx_code *calx_codes_get(calx_codes *c, const calx_filter *f, cal_profile *p,
                                 PyCodeObject *code);
+
+/* The line of the instruction at byte `offset` in the code of `ci` (an
+   entry calx_codes_get returned), looked up once per entry and offset. */
+int calx_codes_line(calx_codes *c, const calx_code *ci, int offset);
 
 /* The cached answer for `code`, or NULL if it was never seen.  Never
    dereferences `code`: safe with a pointer that may be stale. */

@@ -405,6 +405,7 @@ static void enqueue(const qevent *proto)
             int max = room < CALX_FRAMES_MAX ? (int)room : CALX_FRAMES_MAX;
             e.frame0 = M.frames_used;
             e.nframes = calx_thread_frames(mine, NULL, M.frames + e.frame0, max);
+            calx_frames_resolve(M.frames + e.frame0, e.nframes); /* no GIL: no cache */
             e.cut = max < CALX_FRAMES_MAX && e.nframes == max;
             M.frames_used += (size_t)e.nframes;
         }

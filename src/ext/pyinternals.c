@@ -78,6 +78,7 @@
 #endif /* CALX_KNOWN_LAYOUT */
 
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -92,8 +93,9 @@ static const char *layout_problem;
 #ifdef CALX_KNOWN_LAYOUT
 
 /* The frame chain, one set of helpers per version: the innermost frame,
-   the next one out, its code, whether the walk skips it, and the line of
-   an instruction (-1 if `at` is not one of the frame's instructions). */
+   the next one out, its code, whether the walk skips it, and the offset of
+   an instruction (NO_OFFSET if `at` is not one of the frame's). */
+#define NO_OFFSET INT_MIN
 #if PY_VERSION_HEX >= 0x030B0000
 typedef _PyInterpreterFrame frame_t;
 #define FRAME_LOCALS localsplus
@@ -119,13 +121,13 @@ static const _Py_CODEUNIT *bytecode_of(frame_t *f)
 }
 
 static PyCodeObject *code_of(frame_t *f) { return (PyCodeObject *)CODE_OF(f); }
-static int line_at(frame_t *f, intptr_t at)
+static int offset_at(frame_t *f, intptr_t at)
 {
     PyCodeObject *code = code_of(f);
     intptr_t lasti = (const _Py_CODEUNIT *)at - bytecode_of(f);
     if (lasti < 0 || lasti >= Py_SIZE(code))
-        return -1;
-    return PyCode_Addr2Line(code, (int)lasti * (int)sizeof(_Py_CODEUNIT));
+        return NO_OFFSET;
+    return (int)lasti * (int)sizeof(_Py_CODEUNIT);
 }
 #if PY_VERSION_HEX >= 0x030D0000
 #define INSTR(f) ((intptr_t)(f)->instr_ptr)
@@ -162,10 +164,9 @@ static int skipped(frame_t *f)
 }
 #endif
 static frame_t *next_frame(frame_t *f) { return f->previous; }
-static int live_line(frame_t *f)
+static int live_offset(frame_t *f)
 {
-    return PyCode_Addr2Line(code_of(f),
-                            _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT));
+    return _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT);
 }
 #else
 typedef PyFrameObject frame_t;
@@ -177,12 +178,12 @@ typedef PyFrameObject frame_t;
 #else
 #define LASTI_UNIT 1
 #endif
-static int line_at(frame_t *f, intptr_t at)
+static int offset_at(frame_t *f, intptr_t at)
 {
     PyCodeObject *code = f->f_code;
     if (at < 0 || at * LASTI_UNIT >= PyBytes_GET_SIZE(code->co_code))
-        return -1;
-    return PyCode_Addr2Line(code, (int)(at * LASTI_UNIT));
+        return NO_OFFSET;
+    return (int)(at * LASTI_UNIT);
 }
 static frame_t *first_frame(const PyThreadState *ts) { return ts->frame; }
 static int skipped(frame_t *f)
@@ -192,7 +193,9 @@ static int skipped(frame_t *f)
 }
 static frame_t *next_frame(frame_t *f) { return f->f_back; }
 static PyCodeObject *code_of(frame_t *f) { return f->f_code; }
-static int live_line(frame_t *f) { return PyFrame_GetLineNumber(f); }
+/* f_lasti before the first instruction is -1: Addr2Line gives the first
+   line for any offset before 0, as PyFrame_GetLineNumber does. */
+static int live_offset(frame_t *f) { return f->f_lasti * LASTI_UNIT; }
 #endif
 
 /* Where `f`, a live frame, was at the peek: its index there, or -1 if the
@@ -233,12 +236,20 @@ int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out, 
     for (; f && n < max; f = next_frame(f), i = i >= 0 && i + 1 < at->n ? i + 1 : -1) {
         if (skipped(f))
             continue;
-        int line = i >= 0 ? line_at(f, at->f[i].at) : -1;
+        int offset = i >= 0 ? offset_at(f, at->f[i].at) : NO_OFFSET;
         out[n].code = code_of(f);
-        out[n].line = line >= 0 ? line : live_line(f);
+        out[n].offset = offset != NO_OFFSET ? offset : live_offset(f);
+        out[n].line = CALX_LINE_UNRESOLVED;
         n++;
     }
     return n;
+}
+
+void calx_frames_resolve(calx_frame *frames, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (frames[i].line == CALX_LINE_UNRESOLVED)
+            frames[i].line = PyCode_Addr2Line(frames[i].code, frames[i].offset);
 }
 
 /* What the peek copies of a frame (up to its locals) and, from 3.13 on,
@@ -487,6 +498,8 @@ int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out, 
     (void)ts, (void)at, (void)out, (void)max;
     return 0;
 }
+
+void calx_frames_resolve(calx_frame *frames, int n) { (void)frames, (void)n; }
 
 void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
 {

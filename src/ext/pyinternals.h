@@ -26,8 +26,20 @@ const char *calx_layout_problem(void);
 
 typedef struct calx_frame {
     PyCodeObject *code; /* borrowed */
-    int line;
+    int offset;         /* of the instruction, in bytes into the code */
+    int line;           /* CALX_LINE_UNRESOLVED until resolved */
 } calx_frame;
+
+/* A frame's line before it is looked up: finding the line of an offset
+   scans the code's line table (thousands of instructions in a long
+   function), so it is done once per code and offset where a cache can
+   hold it (calx_codes_line) and here otherwise. */
+#define CALX_LINE_UNRESOLVED (-2)
+
+/* Resolve the lines of frames[0..n) (PyCode_Addr2Line), uncached.  The
+   codes must be alive: caller holds the GIL, or the frames are its own
+   thread's. */
+void calx_frames_resolve(calx_frame *frames, int n);
 
 /* A thread's innermost frames as another thread saw them, without the GIL,
    at one moment (a tick): each frame's address, code and instruction,
@@ -51,8 +63,9 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out);
    incomplete frames and C-stack shims.  With a peek `at` (or NULL), the
    stack as it was then, as far as it still is: the walk starts at the
    innermost frame the peek saw that is still on the stack, and the frames
-   the peek saw get the lines they were on then.  Returns the number of
-   frames stored (the walk stops at `max`).  Caller holds the GIL. */
+   the peek saw get the instructions they were on then.  Lines are left
+   CALX_LINE_UNRESOLVED.  Returns the number of frames stored (the walk
+   stops at `max`).  Caller holds the GIL. */
 int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out,
                        int max);
 

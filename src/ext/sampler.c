@@ -455,6 +455,7 @@ static int attribute(PyThreadState *ts, uint32_t stat, const calx_peek *peek,
         const calx_code *ci = calx_session_code(E.frames[i].code);
         if (!ci)
             return -1;
+        calx_session_line(ci, &E.frames[i]);
         if (!loop_seen && ci->loop != CALX_LOOP_NONE) {
             /* The innermost of the loop's frames says whether it runs a
                callback or sits between them. */

@@ -81,6 +81,12 @@ const calx_code *calx_session_code(PyCodeObject *code)
     return calx_codes_get(&S.codes, &S.filter, S.profile, code);
 }
 
+void calx_session_line(const calx_code *ci, calx_frame *f)
+{
+    if (f->line == CALX_LINE_UNRESOLVED)
+        f->line = calx_codes_line(&S.codes, ci, f->offset);
+}
+
 void calx_session_set_origin(int64_t since_ns)
 {
     pthread_mutex_lock(&S.mu);
@@ -215,6 +221,7 @@ int calx_session_where(PyThreadState *ts, calx_where *w)
         const calx_code *ci = calx_session_code(where_frames[i].code);
         if (!ci)
             return -1;
+        calx_session_line(ci, &where_frames[i]);
         where_add(w, ci, where_frames[i].line);
     }
     return 0;

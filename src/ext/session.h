@@ -53,6 +53,10 @@ cal_profile *calx_session_profile(void);
    memory ran out.  GIL held. */
 const calx_code *calx_session_code(PyCodeObject *code);
 
+/* Resolve the line of `f`, whose code's entry is `ci` (calx_session_code),
+   through the code table's line cache.  Caller holds the GIL. */
+void calx_session_line(const calx_code *ci, calx_frame *f);
+
 /* Move the time origin since_ns back (right after beginning: a program
    exec'd by the profiled one goes on with its clock). */
 void calx_session_set_origin(int64_t since_ns);

@@ -223,6 +223,36 @@ static void test_json_writer(void)
         fprintf(stderr, "got:  %s\nwant: %s\n", b.data, want);
     cal_buf_free(&b);
 
+    /* Numbers, written without printf, as printf would write them. */
+    static const int64_t ints[] = {0,        1,         -1,        9,
+                                   10,       -10,       999999,    1000000,
+                                   -1000001, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        for (int secs = 0; secs < 2; secs++) {
+            char expect[64];
+            int64_t v = ints[i];
+            if (!secs) {
+                snprintf(expect, sizeof expect, "%lld", (long long)v);
+            } else {
+                uint64_t us = (v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+                us = us / 1000 + (us % 1000 >= 500);
+                snprintf(expect, sizeof expect, "%s%llu.%06llu", v < 0 && us ? "-" : "",
+                         (unsigned long long)(us / 1000000),
+                         (unsigned long long)(us % 1000000));
+            }
+            cal_buf_init(&b);
+            cal_json_init(&j, &b, 0);
+            if (secs)
+                cal_json_seconds(&j, v);
+            else
+                cal_json_int(&j, v);
+            CHECK(strcmp(b.data, expect) == 0);
+            if (strcmp(b.data, expect) != 0)
+                fprintf(stderr, "got:  %s\nwant: %s\n", b.data, expect);
+            cal_buf_free(&b);
+        }
+    }
+
     /* Indented, with one flat part: a list of pairs on one line. */
     cal_buf_init(&b);
     cal_json_init(&j, &b, 1);
