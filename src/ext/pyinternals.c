@@ -538,6 +538,64 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
 #endif
 }
 
+#if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030E0000 && defined(WITH_MIMALLOC)
+/* The free-threaded build's object allocator is mimalloc, which takes its
+   pages straight from mmap: malloc never sees them, and there are no
+   pymalloc arenas to count.  The Python hooks count each block's usable
+   size instead (calx_pyalloc_usable_sigsafe), and the footprint starts
+   from the bytes of the blocks in use in every thread's heaps (each
+   page's used blocks times its block size; blocks of threads that ended
+   before, in abandoned pages, are not found). */
+static int mimalloc_on(void)
+{
+    const char *name = _PyMem_GetCurrentAllocatorName();
+    return name && strcmp(name, "mimalloc") == 0;
+}
+
+/* A page's block size, as mi_page_block_size() but for huge blocks (2 GiB
+   and more), whose size mimalloc reads from a function it does not
+   export: those count their whole segment, a few KiB more. */
+static size_t mimalloc_block_size(const mi_page_t *page)
+{
+    size_t bsize = page->xblock_size;
+    if (bsize < MI_HUGE_BLOCK_SIZE)
+        return bsize;
+    mi_segment_t *segment = _mi_ptr_segment(page);
+    return segment->segment_slices * MI_SEGMENT_SLICE_SIZE;
+}
+
+static size_t mimalloc_usable(const void *p)
+{
+    const mi_segment_t *segment = _mi_ptr_segment(p);
+    const mi_page_t *page = _mi_segment_page_of(segment, p);
+    /* Blocks from aligned allocations (none of the Python domains makes
+       them) would read a few bytes large: the same on both sides. */
+    return mimalloc_block_size(page) - MI_PADDING_SIZE;
+}
+
+calx_usable_fn calx_pyalloc_usable_fn(void) { return mimalloc_on() ? mimalloc_usable : NULL; }
+
+int64_t calx_pymalloc_arena_bytes(void)
+{
+    if (!mimalloc_on())
+        return 0;
+    int64_t bytes = 0;
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    calx_threads_lock();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts;
+         ts = PyThreadState_Next(ts)) {
+        struct _mimalloc_thread_state *m = &((_PyThreadStateImpl *)ts)->mimalloc;
+        for (int h = 0; h < _Py_MIMALLOC_HEAP_COUNT; h++)
+            for (int b = 0; b <= MI_BIN_FULL; b++)
+                for (const mi_page_t *pg = m->heaps[h].pages[b].first; pg; pg = pg->next)
+                    bytes += (int64_t)pg->used * (int64_t)mimalloc_block_size(pg);
+    }
+    calx_threads_unlock();
+    return bytes;
+}
+#else
+calx_usable_fn calx_pyalloc_usable_fn(void) { return NULL; }
+
 int64_t calx_pymalloc_arena_bytes(void)
 {
     char *text = NULL;
@@ -561,6 +619,7 @@ int64_t calx_pymalloc_arena_bytes(void)
     free(text);
     return bytes;
 }
+#endif /* mimalloc */
 
 #else /* !CALX_KNOWN_LAYOUT: an interpreter newer than this file */
 
@@ -616,6 +675,7 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
 }
 
 int64_t calx_pymalloc_arena_bytes(void) { return 0; }
+calx_usable_fn calx_pyalloc_usable_fn(void) { return NULL; }
 
 #endif /* CALX_KNOWN_LAYOUT */
 

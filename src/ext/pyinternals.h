@@ -119,4 +119,12 @@ int calx_thread_attached(const PyThreadState *ts);
 void calx_stop_world(PyInterpreterState *interp);
 void calx_start_world(PyInterpreterState *interp);
 
+/* The usable size of a block Python's object allocator made, when its
+   memory is invisible to malloc (the free-threaded build's mimalloc), for
+   the shim's Python hooks to count (calipers_shim.h, set_py_usable); NULL
+   when malloc or pymalloc's arenas already show it.  The function it
+   returns is async-signal-safe and allocates nothing. */
+typedef size_t (*calx_usable_fn)(const void *ptr);
+calx_usable_fn calx_pyalloc_usable_fn(void);
+
 #endif

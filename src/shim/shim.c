@@ -719,6 +719,25 @@ EXPORT void *memmove(void *dst, const void *src, size_t n)
    nested call (the PyMem domain under the object domain), or the
    profiler's own (guard), only forwards. */
 
+/* The usable size of Python's blocks when malloc does not see their
+   memory (set_py_usable; NULL: pymalloc's arenas or malloc count it).
+   Set by the extension before it installs the hooks; read relaxed. */
+static size_t (*_Atomic py_usable)(const void *);
+
+/* Count a Python block's size, made (+1) or freed (-1), if malloc cannot
+   (in_py is set: Python bytes). */
+static inline void py_count(const void *p, int sign)
+{
+    size_t (*u)(const void *) = atomic_load_explicit(&py_usable, memory_order_relaxed);
+    if (UNLIKELY(u != NULL) && LIKELY(!T.guard))
+        account(sign * (int64_t)u(p));
+}
+
+static void api_set_py_usable(size_t (*usable)(const void *))
+{
+    atomic_store(&py_usable, usable);
+}
+
 static inline void python_alloc(void *p, size_t n)
 {
     uint64_t k = points(&T.python, n);
@@ -733,6 +752,8 @@ static void *py_malloc(void *ctx, size_t n)
         return o->malloc(o->ctx, n);
     T.in_py = 1;
     void *p = o->malloc(o->ctx, n);
+    if (LIKELY(p))
+        py_count(p, 1);
     T.in_py = 0;
     if (LIKELY(p) && LIKELY(!T.guard))
         python_alloc(p, n);
@@ -746,6 +767,8 @@ static void *py_calloc(void *ctx, size_t nelem, size_t elsize)
         return o->calloc(o->ctx, nelem, elsize);
     T.in_py = 1;
     void *p = o->calloc(o->ctx, nelem, elsize);
+    if (LIKELY(p))
+        py_count(p, 1);
     T.in_py = 0;
     if (LIKELY(p) && LIKELY(!T.guard))
         python_alloc(p, nelem * elsize);
@@ -760,7 +783,13 @@ static void *py_realloc(void *ctx, void *p, size_t n)
     if (p && LIKELY(!T.guard))
         untrack(p);
     T.in_py = 1;
+    if (p)
+        py_count(p, -1); /* as freed; the block it becomes is counted below */
     void *q = o->realloc(o->ctx, p, n);
+    if (LIKELY(q))
+        py_count(q, 1);
+    else if (p)
+        py_count(p, 1); /* failed: p is as it was */
     T.in_py = 0;
     if (LIKELY(q) && LIKELY(!T.guard))
         python_alloc(q, n);
@@ -777,6 +806,8 @@ static void py_free(void *ctx, void *p)
     if (p && LIKELY(!T.guard))
         untrack(p);
     T.in_py = 1;
+    if (p)
+        py_count(p, -1);
     o->free(o->ctx, p);
     T.in_py = 0;
 }
@@ -966,6 +997,7 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .samples = api_samples,
     .reset_mark_peak = api_reset_mark_peak,
     .set_unsampled = api_set_unsampled,
+    .set_py_usable = api_set_py_usable,
 };
 
 /* ---- process events ------------------------------------------------------------- */
