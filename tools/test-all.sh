@@ -88,7 +88,7 @@ if ! command -v go >/dev/null 2>&1; then
     fi
 fi
 for py in $pythons; do
-    v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    v=$("$py" -c 'import sys, sysconfig; print("%d.%d" % sys.version_info[:2] + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
     venv="build/venv-$v"
     run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q -Csetup-args=-Dwerror=true '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider -m 'not browser and not unknown_layout'"
 done
