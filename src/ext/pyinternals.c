@@ -282,7 +282,8 @@ int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
         char raw[sizeof(frame_t)];
     } u;
     for (int depth = 0; f && n < max; depth++) {
-        if (depth > 4 * max || cal_vmread_sigsafe(w, f, u.raw, offsetof(frame_t, localsplus)))
+        if (depth > 4 * max ||
+            cal_vmread_sigsafe(w, f, u.raw, offsetof(frame_t, localsplus)))
             return CALX_WALK_TORN; /* a cycle in garbage, or a freed chunk */
         f = u.fr.previous;
         if (u.fr.owner >= FRAME_OWNED_BY_INTERPRETER)
@@ -573,7 +574,10 @@ static size_t mimalloc_usable(const void *p)
     return mimalloc_block_size(page) - MI_PADDING_SIZE;
 }
 
-calx_usable_fn calx_pyalloc_usable_fn(void) { return mimalloc_on() ? mimalloc_usable : NULL; }
+calx_usable_fn calx_pyalloc_usable_fn(void)
+{
+    return mimalloc_on() ? mimalloc_usable : NULL;
+}
 
 int64_t calx_pymalloc_arena_bytes(void)
 {
@@ -587,7 +591,8 @@ int64_t calx_pymalloc_arena_bytes(void)
         struct _mimalloc_thread_state *m = &((_PyThreadStateImpl *)ts)->mimalloc;
         for (int h = 0; h < _Py_MIMALLOC_HEAP_COUNT; h++)
             for (int b = 0; b <= MI_BIN_FULL; b++)
-                for (const mi_page_t *pg = m->heaps[h].pages[b].first; pg; pg = pg->next)
+                for (const mi_page_t *pg = m->heaps[h].pages[b].first; pg;
+                     pg = pg->next)
                     bytes += (int64_t)pg->used * (int64_t)mimalloc_block_size(pg);
     }
     calx_threads_unlock();

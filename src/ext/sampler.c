@@ -160,8 +160,8 @@ typedef struct pass_entry {
     int frameless;                 /* outside Python: no frame at all */
     const cal_thread_times *asked; /* the main thread, blocked since the
                                       tick that asked: its clocks then */
-    int attached; /* free-threaded build: its thread state was attached
-                     at the pass (1), detached (0), or neither (-1) */
+    int attached;                  /* free-threaded build: its thread state was attached
+                                      at the pass (1), detached (0), or neither (-1) */
 } pass_entry;
 
 /* Waiting seen in an idle asyncio event loop, to credit to the lines its
