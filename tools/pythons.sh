@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints one interpreter path per supported CPython minor version found on
-# this machine (3.9 to 3.14): pyenv's installs first, then the PATH, then
+# this machine (3.9 to 3.14, and 3.14t, the free-threaded build): pyenv's installs first, then the PATH, then
 # the builds of the project's CPython build script (its cache directory,
 # $CALIPERS_PYTHONS or ~/.cache/calipers-pythons; see tools/get-python314.sh).
 # PYTHONS="path ..." in the environment overrides the search.
@@ -20,5 +20,9 @@ for v in 3.9 3.10 3.11 3.12 3.13 3.14; do
         found=$(command -v "python$v")
     fi
     [ -n "$found" ] && echo "$found"
+done
+# The free-threaded build (3.14t, no GIL), when the build script made one.
+for d in $(ls -d "$built"/3.14.*t 2>/dev/null | sort -V -r); do
+    if [ -x "$d/bin/python3.14t" ] && "$d/bin/python3.14t" -c '' 2>/dev/null; then echo "$d/bin/python3.14t"; break; fi
 done
 exit 0

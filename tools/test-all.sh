@@ -71,7 +71,7 @@ if command -v clang >/dev/null 2>&1; then
     run_tier c-core-clang sh -c "clang -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -ldl -o $out/test_core_clang && $out/test_core_clang"
     for py in $pythons; do
         inc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-        v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+        v=$("$py" -c 'import sys, sysconfig; print("%d.%d" % sys.version_info[:2] + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
         run_tier "ext-clang-$v" sh -c "clang -std=c11 -fsyntax-only -Wall -Wextra -Werror -Isrc/core -Isrc/shim -I'$inc' src/ext/*.c && echo '1 passed, 0 failed'"
     done
 else
@@ -88,7 +88,7 @@ if ! command -v go >/dev/null 2>&1; then
     fi
 fi
 for py in $pythons; do
-    v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    v=$("$py" -c 'import sys, sysconfig; print("%d.%d" % sys.version_info[:2] + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
     venv="build/venv-$v"
     run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q -Csetup-args=-Dwerror=true '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider -m 'not browser and not unknown_layout'"
 done

@@ -162,6 +162,11 @@ static int start_thread(void)
 int calx_gilwatch_start(PyInterpreterState *interp)
 {
     W.interp = interp;
+#ifdef Py_GIL_DISABLED
+    /* No GIL to watch: the sampler labels each thread's interval by
+       whether its thread state was attached at the tick (sampler.c). */
+    return 0;
+#endif
     W.enabled = 1;
     return __atomic_load_n(&W.n, __ATOMIC_RELAXED) ? start_thread() : 0;
 }

@@ -57,11 +57,13 @@
 #include "memory.h" /* Python.h first */
 
 #include "calipers_shim.h"
+#include "nogil.h"
 #include "pyinternals.h"
 #include "runtime.h"
 #include "session.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -97,7 +99,8 @@ static struct {
     int64_t base_alloc_python, base_alloc_native, base_copied;
     int64_t base_live, base_python; /* inherited at fork, left out */
 
-    /* Protected by the GIL. */
+    /* Protected by the GIL; on the free-threaded build by the engine lock
+       (nogil.h), which the hooks only try: busy, they queue. */
     int attached;
     uint32_t epoch;    /* tracing epoch (calx_memory_mark), 15 bits */
     int64_t mark_live; /* the footprint at the mark */
@@ -420,18 +423,30 @@ static void enqueue(const qevent *proto)
 
 /* Where the calling thread is, if it holds the GIL: handles what is queued
    first, fills *w and *thread (the profile's index of the thread) and
-   returns 1.  Without the GIL, queues `proto` with the thread's own stack
-   and returns 0 (also 0 when the sample is dropped). */
+   returns 1, with the engine lock held (the free-threaded build: the
+   caller credits, then calls calx_nogil_unlock).  Without the GIL, or
+   when another thread holds the engine lock, queues `proto` with the
+   thread's own stack and returns 0 (also 0 when the sample is dropped). */
 static int where_now(calx_where *w, uint32_t *thread, const qevent *proto)
 {
     PyThreadState *ts = calx_current_if_gil_held();
-    if (!ts) {
+    int locked = ts && calx_nogil_trylock();
+    /* The free-threaded build: the lock is held for short stretches (a
+       hook's crediting, a pass); a queued allocation is credited but not
+       tracked until freed, so it is worth a few tries first.  Bounded:
+       the holder may be waiting for this thread to reach a safe point. */
+    for (int tries = 0; ts && !locked && tries < 64; tries++) {
+        sched_yield();
+        locked = calx_nogil_trylock();
+    }
+    if (!locked) {
         enqueue(proto);
         return 0;
     }
     drain();
     if (calx_session_where(ts, w) != 0) {
         atomic_fetch_add(&M.dropped, 1);
+        calx_nogil_unlock();
         return 0;
     }
     *thread = calx_session_thread((unsigned long)ts->thread_id,
@@ -455,6 +470,7 @@ static uint64_t on_alloc(void *ptr, size_t size, int64_t weight, int python)
         M.recent[M.recent_next] = (recent_alloc){ptr, cookie_line(cookie), t};
         M.recent_next = (M.recent_next + 1) % RECENT;
     }
+    calx_nogil_unlock();
     return cookie;
 }
 
@@ -467,13 +483,14 @@ static void on_free(void *ptr, uint64_t cookie, int64_t weight)
         atomic_store(&M.watched_freed, 1);
     }
     pthread_mutex_unlock(&M.mu);
-    if (!calx_current_if_gil_held()) {
+    if (!calx_current_if_gil_held() || !calx_nogil_trylock()) {
         qevent e = {.kind = Q_FREE, .cookie = cookie, .a = weight, .t = t};
         enqueue(&e);
         return;
     }
     drain();
     freed(cookie, weight, t);
+    calx_nogil_unlock();
 }
 
 static void on_copy(int64_t weight)
@@ -484,8 +501,10 @@ static void on_copy(int64_t weight)
     qevent e = {.kind = Q_COPY, .a = weight, .t = t};
     calx_where w;
     uint32_t thread;
-    if (where_now(&w, &thread, &e))
+    if (where_now(&w, &thread, &e)) {
         (void)credit(&w, thread, 0, weight, 0, 1, t);
+        calx_nogil_unlock();
+    }
 }
 
 static void on_footprint(int64_t live, int64_t live_python, int flags)
@@ -495,8 +514,10 @@ static void on_footprint(int64_t live, int64_t live_python, int flags)
     qevent e = {.kind = Q_FOOTPRINT, .flags = (uint8_t)flags, .a = live, .t = t};
     calx_where w;
     uint32_t thread;
-    if (where_now(&w, &thread, &e))
+    if (where_now(&w, &thread, &e)) {
         footprint(&w, live, flags, t);
+        calx_nogil_unlock();
+    }
 }
 
 /* ---- start, passes, stop (GIL) ------------------------------------------- */
@@ -583,13 +604,25 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
                         "calipers: memory profiling already started");
         return -1;
     }
+    calx_nogil_lock();
     int g = api->guard_enter();
     M.base_live = M.base_python = 0;
-    /* Count the arenas pymalloc holds already, then hook the allocators;
-       nothing in between allocates an arena (the GIL is held and no
-       Python object is made). */
+    /* The free-threaded build: the other threads stop while the hooks go
+       in (PyMem_SetAllocator is not atomic: a thread allocating meanwhile
+       could read one hook with another's context). */
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    calx_stop_world(interp);
+    /* Count the arenas pymalloc holds already (mimalloc's blocks in use
+       on the free-threaded build), then hook the allocators; nothing in
+       between allocates an arena (the GIL is held, or the world stopped,
+       and no Python object is made). */
+    calx_usable_fn usable = calx_pyalloc_usable_fn();
+    api->set_py_usable(usable);
     if (attach(api, config, profile, calx_pymalloc_arena_bytes()) != 0) {
+        api->set_py_usable(NULL);
+        calx_start_world(interp);
         api->guard_leave(g);
+        calx_nogil_unlock();
         return -1;
     }
     PyObjectArenaAllocator arena;
@@ -601,6 +634,9 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
 
     PyMemAllocatorEx hook = {NULL, api->py_malloc, api->py_calloc, api->py_realloc,
                              api->py_free};
+    if (usable)
+        hook = (PyMemAllocatorEx){NULL, api->py_malloc_sized, api->py_calloc_sized,
+                                  api->py_realloc_sized, api->py_free_sized};
     PyMem_GetAllocator(PYMEM_DOMAIN_MEM, (PyMemAllocatorEx *)&orig_mem);
     hook.ctx = &orig_mem;
     PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &hook);
@@ -608,7 +644,9 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
     hook.ctx = &orig_obj;
     PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, &hook);
     M.hooked = 1;
+    calx_start_world(interp);
     api->guard_leave(g);
+    calx_nogil_unlock();
     return 0;
 }
 
@@ -619,6 +657,7 @@ int calx_memory_restart_in_child(cal_profile *profile)
         return -1;
     }
     const cal_shim_api *api = M.api;
+    calx_nogil_lock();
     int g = api->guard_enter();
     api->reset();
     cal_shim_counters c;
@@ -628,6 +667,7 @@ int calx_memory_restart_in_child(cal_profile *profile)
     /* The hooks are still installed and the arenas already counted. */
     int rc = attach(api, &M.config, profile, 0);
     api->guard_leave(g);
+    calx_nogil_unlock();
     return rc;
 }
 
@@ -667,12 +707,14 @@ static void totals(const cal_shim_counters *c)
 
 void calx_memory_snapshot(void)
 {
-    if (!M.attached)
-        return;
-    drain();
-    cal_shim_counters c;
-    M.api->counters(&c);
-    totals(&c);
+    calx_nogil_lock();
+    if (M.attached) {
+        drain();
+        cal_shim_counters c;
+        M.api->counters(&c);
+        totals(&c);
+    }
+    calx_nogil_unlock();
 }
 
 void calx_memory_stop(void)
@@ -680,8 +722,11 @@ void calx_memory_stop(void)
     if (!M.attached)
         return;
     const cal_shim_api *api = M.api;
+    calx_nogil_lock();
     int g = api->guard_enter();
     api->detach();
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    calx_stop_world(interp); /* as when they went in (calx_memory_start) */
     if (hooks_are_ours()) {
         PyMem_SetAllocator(PYMEM_DOMAIN_MEM, (PyMemAllocatorEx *)&orig_mem);
         PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, (PyMemAllocatorEx *)&orig_obj);
@@ -691,6 +736,7 @@ void calx_memory_stop(void)
     PyObject_GetArenaAllocator(&cur);
     if (cur.ctx == &orig_arena)
         PyObject_SetArenaAllocator((PyObjectArenaAllocator *)&orig_arena);
+    calx_start_world(interp);
     drain();
     pthread_mutex_lock(&M.mu);
     settle_watched();
@@ -707,6 +753,7 @@ void calx_memory_stop(void)
     M.queue = NULL;
     M.frames = NULL;
     api->guard_leave(g);
+    calx_nogil_unlock();
 }
 
 void calx_memory_after_fork_child(void)
@@ -733,6 +780,7 @@ void calx_memory_mark(void)
     if (!M.attached)
         return;
     const cal_shim_api *api = M.api;
+    calx_nogil_lock();
     int g = api->guard_enter();
     M.epoch = (M.epoch + 1) & COOKIE_EPOCH_MASK;
     api->reset_mark_peak();
@@ -740,6 +788,7 @@ void calx_memory_mark(void)
     api->counters(&c);
     M.mark_live = c.live_native + c.live_python;
     api->guard_leave(g);
+    calx_nogil_unlock();
 }
 
 void calx_memory_traced(int64_t *current, int64_t *peak)
@@ -781,7 +830,9 @@ int calx_memory_live(int since_mark, calx_live_sample **out, size_t *n)
     *n = 0;
     if (!M.attached)
         return 0;
+    calx_nogil_lock();
     drain();
+    calx_nogil_unlock();
     const cal_shim_api *api = M.api;
     int g = api->guard_enter();
     cal_shim_sample *buf = NULL;

@@ -805,5 +805,14 @@ PyMODINIT_FUNC PyInit__calipers(void)
         Py_DECREF(m);
         return NULL;
     }
+#ifdef Py_GIL_DISABLED
+    /* Without this, importing calipers would switch the GIL back on for
+       the whole program on the free-threaded build (nogil.h says what
+       protects the engines there instead). */
+    if (m && PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) != 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#endif
     return m;
 }

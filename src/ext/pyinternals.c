@@ -252,6 +252,106 @@ void calx_frames_resolve(calx_frame *frames, int n)
             frames[i].line = PyCode_Addr2Line(frames[i].code, frames[i].offset);
 }
 
+#if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030E0000
+/*
+ * ANOTHER THREAD'S FRAMES WITHOUT A GIL (the free-threaded 3.14t)
+ *
+ * Nothing stops the thread while we read: its frames are pushed, popped
+ * and overwritten under us, and a popped chunk of its frame stack may be
+ * unmapped.  So every frame is copied through process_vm_readv (a freed
+ * one fails instead of faulting) and every pointer in it is an untrusted
+ * number until checked:
+ *   - a code object is used only if `known` says the session's code table
+ *     holds it: the table owns a reference, so a known address is that
+ *     live code object whatever the frame we read it from has become; an
+ *     unknown one is never dereferenced (CALX_WALK_UNKNOWN: the caller
+ *     learns it with the world stopped, where reading frames is safe);
+ *   - the instruction pointer must fall inside the frame's own bytecode
+ *     copy (tlbc_index checked against the code's array) or the walk is
+ *     torn;
+ *   - the walk is consistent if the thread's innermost frame is the same
+ *     before and after it: while a frame stays innermost, the frames out
+ *     from it cannot change (they are suspended in calls).  Otherwise it
+ *     is torn: the sample is dropped and counted, never credited to a
+ *     mix of two moments.
+ * A thread state itself stays valid while the caller holds the
+ * interpreters' thread-list lock (calx_threads_lock).
+ */
+int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
+                              calx_frame *out, int max)
+{
+    if (layout_problem)
+        return 0;
+    static __thread cal_vmread window; /* each reading thread its own */
+    cal_vmread *w = &window;
+    cal_vmread_reset_sigsafe(w, getpid());
+    const void *first = __atomic_load_n(&ts->current_frame, __ATOMIC_ACQUIRE);
+    const void *f = first;
+    int n = 0;
+    union {
+        frame_t fr;
+        char raw[sizeof(frame_t)];
+    } u;
+    for (int depth = 0; f && n < max; depth++) {
+        if (depth > 4 * max ||
+            cal_vmread_sigsafe(w, f, u.raw, offsetof(frame_t, localsplus)))
+            return CALX_WALK_TORN; /* a cycle in garbage, or a freed chunk */
+        f = u.fr.previous;
+        if (u.fr.owner >= FRAME_OWNED_BY_INTERPRETER)
+            continue;
+        PyObject *exe = CODE_OF(&u.fr);
+        if (!exe)
+            continue;
+        if (!known(exe))
+            return CALX_WALK_UNKNOWN;
+        if (!PyCode_Check(exe))
+            continue; /* a known address is a code object (the table has
+                         only those); kept for clarity */
+        PyCodeObject *code = (PyCodeObject *)exe;
+        _PyCodeArray *tlbc = _PyCode_GetTLBCArray(code);
+        if (u.fr.tlbc_index < 0 || u.fr.tlbc_index >= tlbc->size ||
+            !tlbc->entries[u.fr.tlbc_index])
+            return CALX_WALK_TORN;
+        const _Py_CODEUNIT *base = (const _Py_CODEUNIT *)tlbc->entries[u.fr.tlbc_index];
+        intptr_t lasti = u.fr.instr_ptr - base;
+        if (lasti < 0 || lasti > Py_SIZE(code))
+            return CALX_WALK_TORN;
+        if (lasti < code->_co_firsttraceable && u.fr.owner != FRAME_OWNED_BY_GENERATOR)
+            continue; /* incomplete: not started yet (_PyFrame_IsIncomplete) */
+        out[n].code = code;
+        out[n].offset = (int)lasti * (int)sizeof(_Py_CODEUNIT);
+        out[n].line = CALX_LINE_UNRESOLVED;
+        n++;
+    }
+    if (__atomic_load_n(&ts->current_frame, __ATOMIC_ACQUIRE) != first)
+        return CALX_WALK_TORN;
+    return n;
+}
+
+int calx_thread_attached(const PyThreadState *ts)
+{
+    int state = __atomic_load_n(&ts->state, __ATOMIC_RELAXED);
+    return state == _Py_THREAD_ATTACHED ? 1 : state == _Py_THREAD_DETACHED ? 0 : -1;
+}
+
+void calx_stop_world(PyInterpreterState *interp) { _PyEval_StopTheWorld(interp); }
+void calx_start_world(PyInterpreterState *interp) { _PyEval_StartTheWorld(interp); }
+#else
+int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
+                              calx_frame *out, int max)
+{
+    (void)known;
+    return calx_thread_frames(ts, NULL, out, max);
+}
+int calx_thread_attached(const PyThreadState *ts)
+{
+    (void)ts;
+    return -1;
+}
+void calx_stop_world(PyInterpreterState *interp) { (void)interp; }
+void calx_start_world(PyInterpreterState *interp) { (void)interp; }
+#endif /* Py_GIL_DISABLED */
+
 /* What the peek copies of a frame (up to its locals) and, from 3.13 on,
    where it finds the fields it keeps: the runtime's _Py_DebugOffsets, once
    calx_layout_check has found them equal to the headers'. */
@@ -451,6 +551,68 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
 #endif
 }
 
+#if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030E0000 && defined(WITH_MIMALLOC)
+/* The free-threaded build's object allocator is mimalloc, which takes its
+   pages straight from mmap: malloc never sees them, and there are no
+   pymalloc arenas to count.  The Python hooks count each block's usable
+   size instead (calx_pyalloc_usable_sigsafe), and the footprint starts
+   from the bytes of the blocks in use in every thread's heaps (each
+   page's used blocks times its block size; blocks of threads that ended
+   before, in abandoned pages, are not found). */
+static int mimalloc_on(void)
+{
+    const char *name = _PyMem_GetCurrentAllocatorName();
+    return name && strcmp(name, "mimalloc") == 0;
+}
+
+/* A page's block size, as mi_page_block_size() but for huge blocks (2 GiB
+   and more), whose size mimalloc reads from a function it does not
+   export: those count their whole segment, a few KiB more. */
+static size_t mimalloc_block_size(const mi_page_t *page)
+{
+    size_t bsize = page->xblock_size;
+    if (bsize < MI_HUGE_BLOCK_SIZE)
+        return bsize;
+    mi_segment_t *segment = _mi_ptr_segment(page);
+    return segment->segment_slices * MI_SEGMENT_SLICE_SIZE;
+}
+
+static size_t mimalloc_usable(const void *p)
+{
+    const mi_segment_t *segment = _mi_ptr_segment(p);
+    const mi_page_t *page = _mi_segment_page_of(segment, p);
+    /* Blocks from aligned allocations (none of the Python domains makes
+       them) would read a few bytes large: the same on both sides. */
+    return mimalloc_block_size(page) - MI_PADDING_SIZE;
+}
+
+calx_usable_fn calx_pyalloc_usable_fn(void)
+{
+    return mimalloc_on() ? mimalloc_usable : NULL;
+}
+
+int64_t calx_pymalloc_arena_bytes(void)
+{
+    if (!mimalloc_on())
+        return 0;
+    int64_t bytes = 0;
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    calx_threads_lock();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts;
+         ts = PyThreadState_Next(ts)) {
+        struct _mimalloc_thread_state *m = &((_PyThreadStateImpl *)ts)->mimalloc;
+        for (int h = 0; h < _Py_MIMALLOC_HEAP_COUNT; h++)
+            for (unsigned b = 0; b <= MI_BIN_FULL; b++)
+                for (const mi_page_t *pg = m->heaps[h].pages[b].first; pg;
+                     pg = pg->next)
+                    bytes += (int64_t)pg->used * (int64_t)mimalloc_block_size(pg);
+    }
+    calx_threads_unlock();
+    return bytes;
+}
+#else
+calx_usable_fn calx_pyalloc_usable_fn(void) { return NULL; }
+
 int64_t calx_pymalloc_arena_bytes(void)
 {
     char *text = NULL;
@@ -474,6 +636,7 @@ int64_t calx_pymalloc_arena_bytes(void)
     free(text);
     return bytes;
 }
+#endif /* mimalloc */
 
 #else /* !CALX_KNOWN_LAYOUT: an interpreter newer than this file */
 
@@ -507,6 +670,19 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
     out->n = 0;
 }
 
+int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
+                              calx_frame *out, int max)
+{
+    (void)ts, (void)known, (void)out, (void)max;
+    return 0;
+}
+int calx_thread_attached(const PyThreadState *ts)
+{
+    (void)ts;
+    return -1;
+}
+void calx_stop_world(PyInterpreterState *interp) { (void)interp; }
+void calx_start_world(PyInterpreterState *interp) { (void)interp; }
 void calx_poke_main_thread_sigsafe(void) {}
 void calx_threads_lock(void) {}
 void calx_threads_unlock(void) {}
@@ -518,6 +694,7 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
 }
 
 int64_t calx_pymalloc_arena_bytes(void) { return 0; }
+calx_usable_fn calx_pyalloc_usable_fn(void) { return NULL; }
 
 #endif /* CALX_KNOWN_LAYOUT */
 

@@ -105,4 +105,39 @@ PyThreadState *calx_current_if_gil_held(void);
    Caller holds the GIL. */
 int64_t calx_pymalloc_arena_bytes(void);
 
+/* Another thread's frames, innermost first, read while it runs (the
+   free-threaded build, where holding a thread state stops nobody): the
+   frames are copied through process_vm_readv and only code objects for
+   which known(code) is true are used (pyinternals.c says why).  Returns
+   the number of frames stored, CALX_WALK_TORN if the stack changed under
+   the read (the sample must be dropped), or CALX_WALK_UNKNOWN if a code
+   object on it is not known yet.  On the default build, the same as
+   calx_thread_frames(ts, NULL, out, max).  Caller holds
+   calx_threads_lock. */
+#define CALX_WALK_TORN (-1)
+#define CALX_WALK_UNKNOWN (-2)
+int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
+                              calx_frame *out, int max);
+
+/* The free-threaded build: 1 if the thread's state is attached (it may
+   run bytecode), 0 if detached (in native code, or blocked), -1 if
+   neither (suspended for a stop-the-world pause) or on the default
+   build.  Relaxed: a hint of the moment. */
+int calx_thread_attached(const PyThreadState *ts);
+
+/* The free-threaded build: stop every other thread of the interpreter at
+   a safe point (CPython's own stop-the-world, as the GC does), and start
+   them again.  The caller is attached and holds no lock another thread
+   may wait for attached.  No-ops on the default build. */
+void calx_stop_world(PyInterpreterState *interp);
+void calx_start_world(PyInterpreterState *interp);
+
+/* The usable size of a block Python's object allocator made, when its
+   memory is invisible to malloc (the free-threaded build's mimalloc), for
+   the shim's Python hooks to count (calipers_shim.h, set_py_usable); NULL
+   when malloc or pymalloc's arenas already show it.  The function it
+   returns is async-signal-safe and allocates nothing. */
+typedef size_t (*calx_usable_fn)(const void *ptr);
+calx_usable_fn calx_pyalloc_usable_fn(void);
+
 #endif

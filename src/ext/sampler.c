@@ -80,6 +80,7 @@
 #include "gilwatch.h"
 #include "gpu.h"
 #include "memory.h"
+#include "nogil.h"
 #include "pyinternals.h"
 #include "runtime.h"
 #include "session.h"
@@ -159,6 +160,8 @@ typedef struct pass_entry {
     int frameless;                 /* outside Python: no frame at all */
     const cal_thread_times *asked; /* the main thread, blocked since the
                                       tick that asked: its clocks then */
+    int attached;                  /* free-threaded build: its thread state was attached
+                                      at the pass (1), detached (0), or neither (-1) */
 } pass_entry;
 
 /* Waiting seen in an idle asyncio event loop, to credit to the lines its
@@ -201,7 +204,8 @@ typedef struct main_cut {
 } main_cut;
 
 typedef struct engine {
-    /* Protected by the GIL. */
+    /* Protected by the GIL; on the free-threaded build by the engine lock
+       (nogil.h), which every pass holds. */
     calx_thread *threads;
     size_t nthreads, cap;
     pass_entry *pass;
@@ -439,10 +443,25 @@ static void resolve_name(calx_thread *th)
 /* Where the thread (the profile's `stat`) is, or was at the peek if not
    NULL: the innermost profiled line, every profiled function on its stack
    once (appended to E.pass_funcs), and the whole stack. */
+static int known_code(const void *code)
+{
+    return calx_session_code_known((PyCodeObject *)code);
+}
+
+/* Returns 0, -1 if memory ran out, or (free-threaded build, another
+   thread) CALX_WALK_TORN or CALX_WALK_UNKNOWN (pyinternals.h). */
 static int attribute(PyThreadState *ts, uint32_t stat, const calx_peek *peek,
                      pass_entry *pe)
 {
-    int n = calx_thread_frames(ts, peek, E.frames, CALX_FRAMES_MAX);
+    int n;
+    if (calx_nogil_build() && ts != calx_nogil_self()) {
+        /* It runs while we read (nogil.h): a copy, checked. */
+        n = calx_thread_frames_remote(ts, known_code, E.frames, CALX_FRAMES_MAX);
+        if (n < 0)
+            return n;
+    } else {
+        n = calx_thread_frames(ts, peek, E.frames, CALX_FRAMES_MAX);
+    }
     pe->file = CAL_PROFILE_NONE;
     pe->func = CAL_PROFILE_NONE;
     pe->line = 0;
@@ -503,10 +522,11 @@ static void cpu_delta(const cal_thread_times *now, int64_t *last_cpu, int64_t *l
 }
 
 /* The program's footprint when the current pass began (-1: memory is not
-   profiled).  GIL. */
+   profiled).  GIL (the engine lock on the free-threaded build). */
 static int64_t pass_footprint = -1;
 
-/* The latest GPU reading when the current pass began, or NULL.  GIL. */
+/* The latest GPU reading when the current pass began, or NULL.  GIL (the
+   engine lock on the free-threaded build). */
 static const cal_gpu_reading *pass_gpu;
 
 static void gpu_add(cal_gpu_line *g, const cal_gpu_reading *r)
@@ -763,7 +783,7 @@ static size_t sample_stateless(size_t n)
 
 #define MAX_CHAINS 64 /* the agent sends at most 64 tasks' chains */
 
-static place places[MAX_CHAINS]; /* GIL; one pass at a time */
+static place places[MAX_CHAINS]; /* GIL (engine lock); one pass at a time */
 
 /* The code and line of a chain's item i, a (code, line) pair; NULL if it
    is not one (or memory ran out). */
@@ -840,6 +860,7 @@ static void credit_awaiting(const awaiting_stash *a)
     PyObject *chains = PyObject_CallFunction(E.awaiting, "k", a->ident);
     if (!chains)
         PyErr_Clear();
+    calx_nogil_lock(); /* the code table and the profile, from here on */
     Py_ssize_t n = chains && PyList_Check(chains) ? PyList_GET_SIZE(chains) : 0;
     size_t placed = 0;
     for (Py_ssize_t i = 0; i < n && placed < MAX_CHAINS; i++)
@@ -862,6 +883,7 @@ static void credit_awaiting(const awaiting_stash *a)
         else
             calx_session_stack_times(a->node, &t, 0);
     }
+    calx_nogil_unlock();
 }
 
 /* Hand out the waiting the idle loops gathered, where it is worth the
@@ -1050,18 +1072,44 @@ static int is_sampler_ident(unsigned long ident)
 
 /* Sample every thread (PASS_SAMPLER: every thread but the main one).
    main_native says how to label the main thread's user time. */
+/* Free-threaded build: a walk found code objects the table does not know.
+   With every other thread stopped at a safe point their frames hold
+   still, as under the GIL: walk them all and learn their code objects, so
+   that the walks done while they run can use them (pyinternals.c).  New
+   code objects are few (each is learnt once), so the pauses are too. */
+static void learn_codes_world_stopped(void)
+{
+    calx_stop_world(E.interp);
+    calx_threads_lock();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(E.interp); ts;
+         ts = PyThreadState_Next(ts)) {
+        int n = calx_thread_frames(ts, NULL, E.frames, CALX_FRAMES_MAX);
+        for (int i = 0; i < n; i++)
+            (void)calx_session_code(E.frames[i].code);
+    }
+    calx_threads_unlock();
+    calx_start_world(E.interp);
+}
+
 static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cut)
 {
-    if (E.in_pass)
+    calx_nogil_lock(); /* stands for the GIL on the free-threaded build */
+    if (E.in_pass) {
+        calx_nogil_unlock();
         return; /* credit_awaiting runs Python, which may let another pass try */
+    }
     E.in_pass = 1;
     pass_footprint = calx_memory_pass();
     pass_gpu = calx_gpu_pass(calx_session_profile(), calx_session_origin());
     int64_t wall = cal_clock_now_ns();
     size_t n = 0;
+    int learnt = 0;
+again:
+    n = 0;
     E.pass_nfuncs = 0;
     for (size_t i = 0; i < E.nthreads; i++)
         E.threads[i].seen = 0;
+    int unknown = 0;
 
     calx_threads_lock();
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(E.interp); ts;
@@ -1097,14 +1145,30 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
             if (cut->blocked && cut->asked.cpu_ns >= th->last_cpu)
                 pe->asked = &cut->asked;
         }
-        if (attribute(ts, th->stat, peek, pe) != 0) {
+        pe->attached = calx_thread_attached(ts);
+        int rc = attribute(ts, th->stat, peek, pe);
+        if (rc == CALX_WALK_UNKNOWN && !learnt) {
+            unknown = 1; /* learnt below, then the pass starts again */
+            th->seen = 1;
+            continue;
+        }
+        if (rc != 0) {
+            /* Out of memory, or a stack that changed under the read (or
+               still unknown) on the free-threaded build: this sample is
+               dropped; its interval goes to the thread's next one. */
             E.dropped++;
+            th->seen = 1;
             continue;
         }
         th->seen = 1;
         n++;
     }
     calx_threads_unlock();
+    if (unknown) {
+        learnt = 1;
+        learn_codes_world_stopped();
+        goto again;
+    }
     n = sample_stateless(n);
 
     /* The main thread's split comes from the service delay; the others'
@@ -1115,7 +1179,16 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
         double share;
         if (th->is_main)
             th->native_share = main_native;
-        else if (calx_gilwatch_take(th->clock, MIN_WATCHED_NS, &share))
+        else if (calx_nogil_build()) {
+            /* No GIL to watch: the interval is labelled by the thread's
+               state at the pass (an unbiased estimate, as the main
+               thread's is: the ticks are independent of the program),
+               attached (bytecode) or detached (native code, which let go
+               of its thread state: Py_BEGIN_ALLOW_THREADS).  A frameless
+               entry has no thread state to ask. */
+            if (!E.pass[i].frameless && E.pass[i].attached >= 0)
+                th->native_share = E.pass[i].attached ? 0.0 : 1.0;
+        } else if (calx_gilwatch_take(th->clock, MIN_WATCHED_NS, &share))
             th->native_share = share;
     }
 
@@ -1153,7 +1226,9 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
     }
     registry_sweep();
     publish_known();
-    /* Last: the Python it runs may release the GIL. */
+    calx_nogil_unlock();
+    /* Last: the Python it runs may release the GIL (credit_awaiting takes
+       the engine lock around what it credits). */
     credit_loops(kind == PASS_FINAL, wall);
     E.in_pass = 0;
 }
@@ -1369,8 +1444,8 @@ static void *sampler_main(void *arg)
            new to see, and asking for the GIL would only block this thread
            (and stop the ticks) until the call returns.  Otherwise it is
            blocked or runs without the GIL: sample the others ourselves. */
-        if (calx_gil_holder_sigsafe(E.interp) == E.main_ts)
-            continue;
+        if (!calx_nogil_build() && calx_gil_holder_sigsafe(E.interp) == E.main_ts)
+            continue; /* without a GIL the others run meanwhile: sample them */
         pthread_mutex_unlock(&E.mu);
         if (sampler_take_gil(&own) == 0) {
             if (!atomic_load(&E.stopping) && atomic_load(&E.active))
@@ -1469,6 +1544,7 @@ static void after_fork_child(void)
     F.cv = fresh_cv;
     F.forking = F.stopped = F.busy = F.resume_queued = 0;
     calx_gilwatch_reset();
+    calx_nogil_after_fork_child();
     calx_memory_after_fork_child();
     calx_signals_after_fork_child();
     calx_gpu_after_fork_child();
@@ -1847,4 +1923,10 @@ void calx_sampler_snapshot(void)
 
 int calx_sampler_running(void) { return atomic_load(&E.active) && getpid() == E.pid; }
 
-int64_t calx_sampler_dropped(void) { return E.dropped; }
+int64_t calx_sampler_dropped(void)
+{
+    calx_nogil_lock();
+    int64_t n = E.dropped;
+    calx_nogil_unlock();
+    return n;
+}

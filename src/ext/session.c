@@ -21,7 +21,8 @@
 #define SWITCH_CHECK_NS 100000000 /* how often to look for the switch file */
 
 static struct {
-    /* Protected by the GIL. */
+    /* Protected by the GIL (the engine lock on the free-threaded build,
+       nogil.h). */
     cal_profile *profile;
     calx_codes codes;
     calx_filter filter;
@@ -85,6 +86,11 @@ void calx_session_line(const calx_code *ci, calx_frame *f)
 {
     if (f->line == CALX_LINE_UNRESOLVED)
         f->line = calx_codes_line(&S.codes, ci, f->offset);
+}
+
+int calx_session_code_known(const PyCodeObject *code)
+{
+    return calx_codes_find(&S.codes, code) != NULL;
 }
 
 void calx_session_set_origin(int64_t since_ns)
@@ -180,7 +186,8 @@ int64_t calx_session_paused_ns(void)
 
 #define WHERE_FUNCS 256
 
-/* Protected by the GIL: one answer at a time (calx_where.funcs). */
+/* Protected by the GIL (the engine lock on the free-threaded build): one
+   answer at a time (calx_where.funcs). */
 static calx_frame where_frames[CALX_FRAMES_MAX];
 static uint32_t where_funcs[WHERE_FUNCS];
 

@@ -57,6 +57,11 @@ const calx_code *calx_session_code(PyCodeObject *code);
    through the code table's line cache.  Caller holds the GIL. */
 void calx_session_line(const calx_code *ci, calx_frame *f);
 
+/* Is `code` in the code table already?  Never dereferences it: an address
+   read from a frame that another thread may be overwriting (nogil.h).
+   Engine lock held. */
+int calx_session_code_known(const PyCodeObject *code);
+
 /* Move the time origin since_ns back (right after beginning: a program
    exec'd by the profiled one goes on with its clock). */
 void calx_session_set_origin(int64_t since_ns);

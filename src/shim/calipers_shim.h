@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define CAL_SHIM_SYMBOL "calipers_shim_api"
-#define CAL_SHIM_ABI 3
+#define CAL_SHIM_ABI 4
 
 #define CAL_SHIM_RISING 1
 #define CAL_SHIM_NEW_PEAK 2
@@ -130,6 +130,19 @@ typedef struct cal_shim_api {
        tracemalloc builds its traces untraced).  Returns the previous
        state, to restore. */
     int (*set_unsampled)(int on);
+    /* How to size a block of Python's allocator when malloc does not see
+       its memory (the free-threaded build's mimalloc maps its own pages):
+       the Python hooks then count each block's usable size, as Python
+       bytes, when it is made and freed.  NULL (the default) stops it.
+       Set before the hooks are installed. */
+    void (*set_py_usable)(size_t (*usable)(const void *ptr));
+    /* The Python hooks that do that counting (install these instead of
+       py_malloc... when set_py_usable was given a function): the others
+       stay as cheap as they were. */
+    void *(*py_malloc_sized)(void *ctx, size_t size);
+    void *(*py_calloc_sized)(void *ctx, size_t nelem, size_t elsize);
+    void *(*py_realloc_sized)(void *ctx, void *ptr, size_t new_size);
+    void (*py_free_sized)(void *ctx, void *ptr);
 } cal_shim_api;
 
 #endif

@@ -719,6 +719,28 @@ EXPORT void *memmove(void *dst, const void *src, size_t n)
    nested call (the PyMem domain under the object domain), or the
    profiler's own (guard), only forwards. */
 
+/* The usable size of Python's blocks when malloc does not see their
+   memory (set_py_usable; NULL: pymalloc's arenas or malloc count it).
+   Set by the extension before it installs the hooks; read relaxed. */
+static size_t (*_Atomic py_usable)(const void *);
+
+/* Count a Python block's size, made (+1) or freed (-1), if malloc cannot
+   (in_py is set: Python bytes).  Only in the _sized hooks, which only the
+   free-threaded build installs: the others pay nothing for it. */
+static inline void py_count(int sized, const void *p, int sign)
+{
+    if (!sized)
+        return;
+    size_t (*u)(const void *) = atomic_load_explicit(&py_usable, memory_order_relaxed);
+    if (UNLIKELY(u != NULL) && LIKELY(!T.guard))
+        account(sign * (int64_t)u(p));
+}
+
+static void api_set_py_usable(size_t (*usable)(const void *))
+{
+    atomic_store(&py_usable, usable);
+}
+
 static inline void python_alloc(void *p, size_t n)
 {
     uint64_t k = points(&T.python, n);
@@ -726,33 +748,41 @@ static inline void python_alloc(void *p, size_t n)
         sample_alloc(p, n, k, 1);
 }
 
-static void *py_malloc(void *ctx, size_t n)
+/* Each hook is written once, for `sized` 0 and 1 (the compiler drops
+   py_count from the first). */
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE void *py_malloc_as(int sized, void *ctx, size_t n)
 {
     cal_shim_pymem *o = ctx;
     if (UNLIKELY(T.in_py))
         return o->malloc(o->ctx, n);
     T.in_py = 1;
     void *p = o->malloc(o->ctx, n);
+    if (LIKELY(p))
+        py_count(sized, p, 1);
     T.in_py = 0;
     if (LIKELY(p) && LIKELY(!T.guard))
         python_alloc(p, n);
     return p;
 }
 
-static void *py_calloc(void *ctx, size_t nelem, size_t elsize)
+INLINE void *py_calloc_as(int sized, void *ctx, size_t nelem, size_t elsize)
 {
     cal_shim_pymem *o = ctx;
     if (UNLIKELY(T.in_py))
         return o->calloc(o->ctx, nelem, elsize);
     T.in_py = 1;
     void *p = o->calloc(o->ctx, nelem, elsize);
+    if (LIKELY(p))
+        py_count(sized, p, 1);
     T.in_py = 0;
     if (LIKELY(p) && LIKELY(!T.guard))
         python_alloc(p, nelem * elsize);
     return p;
 }
 
-static void *py_realloc(void *ctx, void *p, size_t n)
+INLINE void *py_realloc_as(int sized, void *ctx, void *p, size_t n)
 {
     cal_shim_pymem *o = ctx;
     if (UNLIKELY(T.in_py))
@@ -760,14 +790,20 @@ static void *py_realloc(void *ctx, void *p, size_t n)
     if (p && LIKELY(!T.guard))
         untrack(p);
     T.in_py = 1;
+    if (p)
+        py_count(sized, p, -1); /* as freed; the block it becomes is counted below */
     void *q = o->realloc(o->ctx, p, n);
+    if (LIKELY(q))
+        py_count(sized, q, 1);
+    else if (p)
+        py_count(sized, p, 1); /* failed: p is as it was */
     T.in_py = 0;
     if (LIKELY(q) && LIKELY(!T.guard))
         python_alloc(q, n);
     return q;
 }
 
-static void py_free(void *ctx, void *p)
+INLINE void py_free_as(int sized, void *ctx, void *p)
 {
     cal_shim_pymem *o = ctx;
     if (UNLIKELY(T.in_py)) {
@@ -777,9 +813,32 @@ static void py_free(void *ctx, void *p)
     if (p && LIKELY(!T.guard))
         untrack(p);
     T.in_py = 1;
+    if (p)
+        py_count(sized, p, -1);
     o->free(o->ctx, p);
     T.in_py = 0;
 }
+
+static void *py_malloc(void *ctx, size_t n) { return py_malloc_as(0, ctx, n); }
+static void *py_calloc(void *ctx, size_t m, size_t n)
+{
+    return py_calloc_as(0, ctx, m, n);
+}
+static void *py_realloc(void *ctx, void *p, size_t n)
+{
+    return py_realloc_as(0, ctx, p, n);
+}
+static void py_free(void *ctx, void *p) { py_free_as(0, ctx, p); }
+static void *py_malloc_sized(void *ctx, size_t n) { return py_malloc_as(1, ctx, n); }
+static void *py_calloc_sized(void *ctx, size_t m, size_t n)
+{
+    return py_calloc_as(1, ctx, m, n);
+}
+static void *py_realloc_sized(void *ctx, void *p, size_t n)
+{
+    return py_realloc_as(1, ctx, p, n);
+}
+static void py_free_sized(void *ctx, void *p) { py_free_as(1, ctx, p); }
 
 /* pymalloc's arenas (mmap'ed, so invisible to malloc): Python footprint. */
 static void *arena_alloc(void *ctx, size_t n)
@@ -959,6 +1018,10 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .py_calloc = py_calloc,
     .py_realloc = py_realloc,
     .py_free = py_free,
+    .py_malloc_sized = py_malloc_sized,
+    .py_calloc_sized = py_calloc_sized,
+    .py_realloc_sized = py_realloc_sized,
+    .py_free_sized = py_free_sized,
     .arena_alloc = arena_alloc,
     .arena_free = arena_free,
     .reset = api_reset,
@@ -966,6 +1029,7 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .samples = api_samples,
     .reset_mark_peak = api_reset_mark_peak,
     .set_unsampled = api_set_unsampled,
+    .set_py_usable = api_set_py_usable,
 };
 
 /* ---- process events ------------------------------------------------------------- */

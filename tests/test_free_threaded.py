@@ -1,0 +1,94 @@
+"""The free-threaded build (3.14t): threads that really run in parallel.
+Each thread's lines get its own CPU, nothing is lost, C that lets go of its
+thread state is native, the GIL stays off, and memory per line holds."""
+import sys
+import sysconfig
+
+import pytest
+
+from conftest import PROGRAMS, TRUTH, cpu, line_of
+
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+needs_ft = pytest.mark.skipif(not FREE_THREADED,
+                              reason="needs a free-threaded build (3.13t/3.14t): threads "
+                                     "run in parallel only without a GIL")
+
+
+@needs_ft
+@pytest.mark.parametrize("n", [2, 4])
+def test_parallel_threads_get_their_own_cpu(run_calipers, n):
+    prog = PROGRAMS / "parallel.py"
+    secs = 0.6
+    run = run_calipers(prog, TRUTH, str(n), str(secs))
+    assert run.returncode == 0, run.stderr
+    truth = run.truth
+    assert truth["gil"] is False, "importing calipers switched the GIL back on"
+    # Really in parallel (two cores at least are needed to see it).
+    true_sum = sum(truth["cpu"].values())
+    threads = {t["name"]: t for t in run.profile["threads"]}
+    for name, true_cpu in truth["cpu"].items():
+        got = cpu(threads[name])
+        # Each thread's own CPU, as its clock says: within 5 points.
+        assert got == pytest.approx(true_cpu, rel=0.05, abs=0.02), (name, got, true_cpu)
+    got_sum = sum(cpu(threads[k]) for k in truth["cpu"])
+    assert got_sum == pytest.approx(true_sum, rel=0.10)
+    # Each burning function gets its thread's CPU (inclusive), within 5 points
+    # of the truth plus one sampling interval either way.
+    funcs = run.functions("parallel.py")
+    for k in range(n):
+        name = "burn%d" % k
+        f = cpu(funcs[name]["total"])
+        assert f == pytest.approx(truth["cpu"][name], rel=0.05, abs=0.03), (name, f)
+        assert funcs[name]["total"]["python_s"] >= 0.8 * f, funcs[name]
+    # The zlib thread's user time is native (it lets go of its thread state).
+    z = run.lines("parallel.py")[line_of(prog, "zlib-line")]
+    assert z["native_s"] >= 0.7 * (z["native_s"] + z["python_s"]), z
+
+
+@needs_ft
+def test_parallel_cpu_exceeds_wall(run_calipers):
+    import os
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: threads cannot run in parallel here")
+    prog = PROGRAMS / "parallel.py"
+    run = run_calipers(prog, TRUTH, "2", "0.6")
+    assert run.returncode == 0, run.stderr
+    # The burning lines together hold more CPU than the run's wall time
+    # whenever the program's own clocks say they ran in parallel.
+    true_sum = sum(run.truth["cpu"].values())
+    burn = run.lines("parallel.py")[line_of(prog, "burn-line")]
+    if true_sum > 1.2 * run.truth["wall"]:
+        assert cpu(burn) > run.truth["wall"], (cpu(burn), run.truth)
+
+
+@needs_ft
+def test_parallel_allocations_per_line(run_calipers):
+    prog = PROGRAMS / "parallel_alloc.py"
+    run = run_calipers(prog, TRUTH)
+    assert run.returncode == 0, run.stderr
+    lines = run.lines("parallel_alloc.py")
+    for what in ("blobs", "rows"):
+        ln = lines[line_of(prog, what + "-line")]
+        mem = ln["memory"]
+        alloc = mem["alloc_python_bytes"] + mem["alloc_native_bytes"]
+        # Sampled (Poisson, unbiased): what the line still holds at the end
+        # within 25% of what the program measured it keeps; what it
+        # allocated is that and its temporaries (the one-item lists the
+        # rows are made from, a list's growth).
+        assert mem["live_end_bytes"] == pytest.approx(run.truth[what], rel=0.25), (
+            what, mem, run.truth)
+        assert 0.8 * run.truth[what] <= alloc <= 1.6 * run.truth[what], (what, mem)
+    mem = run.profile["summary"]["memory"]
+    kept = sum(run.truth.values())
+    # The footprint sees mimalloc's blocks: the peak holds what they kept.
+    assert mem["peak_bytes"] >= 0.8 * kept, (mem, kept)
+    assert mem["peak_bytes"] <= 2.0 * kept + 8e6, (mem, kept)
+
+
+def test_gil_stays_off(run_calipers, tmp_path):
+    prog = tmp_path / "gil.py"
+    prog.write_text("import sys\nprint(getattr(sys, '_is_gil_enabled', lambda: True)())\n")
+    run = run_calipers(prog)
+    assert run.returncode == 0, run.stderr
+    assert "RuntimeWarning" not in run.stderr, run.stderr
+    assert run.stdout.strip() == ("False" if FREE_THREADED else "True")
