@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ import calipers
 BIN = Path(sys.executable).parent
 LAUNCHER = BIN / "calipers"
 PACKAGE = Path(calipers.__file__).parent
-VERSION = "%d.%d" % sys.version_info[:2]
+#: The lib/pythonX.Y directory's name (X.Yt on the free-threaded build).
+VERSION = "%d.%d%s" % (*sys.version_info[:2], sysconfig.get_config_var("abi_thread") or "")
 
 pytestmark = pytest.mark.skipif(not LAUNCHER.exists() or LAUNCHER.read_bytes()[:4] != b"\x7fELF",
                                 reason="calipers is not installed with its native launcher here")

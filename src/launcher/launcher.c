@@ -32,7 +32,8 @@
 #include <unistd.h>
 
 #ifndef CALIPERS_PY_VERSION
-#error "CALIPERS_PY_VERSION (the X.Y of the interpreter built for) is required"
+#error                                                                                 \
+    "CALIPERS_PY_VERSION (X.Y of the interpreter built for, X.Yt free-threaded) is required"
 #endif
 
 #define SHIM_NAME "libcalipers_shim.so"
