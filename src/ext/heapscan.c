@@ -355,6 +355,16 @@ static void expand(scan *s, uint32_t i)
         (void)tp->tp_traverse(op, visit, s);
     if (ti->rule == RULE_NDARRAY && ((np_array *)op)->base)
         (void)visit(((np_array *)op)->base, s);
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13+ visits an instance's inline values, not the dict built over
+       them once someone asked for __dict__: that dict is the instance's
+       too. */
+    if (PyType_GetFlags(tp) & (1UL << 4)) { /* Py_TPFLAGS_MANAGED_DICT */
+        PyObject *d = dict_of(op);
+        if (d)
+            (void)visit(d, s);
+    }
+#endif
     if (ti->rule == RULE_VIRTUAL) {
         PyObject *d = dict_of(op);
         uint64_t pair[2] = {i, (uint64_t)(uintptr_t)d};
