@@ -108,10 +108,14 @@ def test_scan_leaves_the_program_unchanged():
         # The walk itself (the engine's call): it creates no tracked object.
         count = gc.get_count()
         graph = heap._calipers.heap_scan(*args)
-        assert gc.get_count() == count
+        after = gc.get_count()
+        # Temporaries (3.9-3.11: gc.get_objects()'s list) that end on a free
+        # list are counted as allocated and never as freed: a few at most,
+        # and none is left behind.
+        assert 0 <= after[0] - count[0] <= 3 and after[1:] == count[1:]
         assert [sys.getrefcount(o) for o in probe] == before
         assert not fired and wr() is not None
-        assert len(gc.get_objects()) == n_objects
+        assert len(gc.get_objects()) == n_objects + 2  # count and after
         h = heap.Heap(graph)
         # The cycle nothing reaches is scanned too, from a root of its own.
         assert h.find(wr()) is not None
@@ -162,8 +166,8 @@ def test_rules():
         assert stats[name % "Other"].size == want
         assert h.node(h.find(others[0]).index).size == \
             sys.getsizeof(others[0]) + sys.getsizeof(others[0].__dict__)
-        assert {s.type: s for s in h.by_type()}["dict"].count < \
-            {s.type: s for s in base.by_type()}["dict"].count
+        assert h.find(others[0].__dict__).size == 0  # merged: out of the totals
+        assert base.find(others[0].__dict__).size == sys.getsizeof(others[0].__dict__)
         # One object.
         h = heap.scan(heap.Rules().ignore_object(specials[0]))
         assert h.find(specials[0]).size == 0 and h.find(specials[1]).size > 0
