@@ -606,7 +606,7 @@ PyObject *calx_heap_scan(PyObject *self, PyObject *args)
                     "heap scans are not supported on free-threaded Python (no GIL "
                     "stops other threads from changing the heap mid-walk)");
     return NULL;
-#else
+#endif
     scan s;
     memset(&s, 0, sizeof s);
     PyObject *cap = NULL;
@@ -686,7 +686,6 @@ done:
     Py_XDECREF(s.name_name);
     Py_XDECREF(s.module_name);
     return cap;
-#endif
 }
 
 /* ---- the analyses ---------------------------------------------------------- */
