@@ -20,8 +20,10 @@ test:
 # Only the C core's unit tests (plain, then ASan + UBSan).
 test-c:
 	cc -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c src/core/*.c -lm -lpthread -ldl -o /tmp/calipers-test-core && /tmp/calipers-test-core
+	cc -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_heapgraph.c src/core/*.c -lm -lpthread -ldl -o /tmp/calipers-test-heapgraph && /tmp/calipers-test-heapgraph
 test-sanitize:
 	cc -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c src/core/*.c -lm -lpthread -ldl -o /tmp/calipers-test-core-asan && /tmp/calipers-test-core-asan
+	cc -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Isrc/core tests/c/test_heapgraph.c src/core/*.c -lm -lpthread -ldl -o /tmp/calipers-test-heapgraph-asan && /tmp/calipers-test-heapgraph-asan
 
 # The C sources in the committed .clang-format style (format-check is a
 # tier of make test).

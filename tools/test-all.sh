@@ -59,6 +59,8 @@ CC=${CC:-cc}
 core_src="src/core/*.c"
 run_tier c-core sh -c "$CC -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -ldl -o $out/test_core && $out/test_core"
 run_tier c-core-sanitize sh -c "$CC -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Isrc/core tests/c/test_core.c $core_src -lm -lpthread -ldl -o $out/test_core_asan && $out/test_core_asan"
+run_tier c-heapgraph sh -c "$CC -std=c11 -O2 -Wall -Wextra -Werror -Isrc/core tests/c/test_heapgraph.c $core_src -lm -lpthread -ldl -o $out/test_heapgraph && $out/test_heapgraph"
+run_tier c-heapgraph-sanitize sh -c "$CC -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Isrc/core tests/c/test_heapgraph.c $core_src -lm -lpthread -ldl -o $out/test_heapgraph_asan && $out/test_heapgraph_asan"
 
 pythons=$(tools/pythons.sh)
 [ -n "$pythons" ] || { echo "no CPython 3.9-3.14 found"; exit 1; }

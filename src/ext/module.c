@@ -17,6 +17,7 @@
 #include "codeinfo.h"
 #include "diff.h"
 #include "gpu.h"
+#include "heapscan.h"
 #include "memory.h"
 #include "pyinternals.h"
 #include "runtime.h"
@@ -782,6 +783,25 @@ static PyMethodDef methods[] = {
      "'' returned).  ValueError for a corrupt input or a bad option,\n"
      "TypeError for a profile and a snapshot, OSError if html cannot be\n"
      "written."},
+    /* calipers.heap (heapscan.h) */
+    {"heap_scan", calx_heap_scan, METH_VARARGS,
+     "heap_scan(rules, objects, ndarray) -> graph\n\nScan the heap "
+     "(calipers.heap.scan)."},
+    {"heap_info", calx_heap_info, METH_VARARGS, "heap_info(graph) -> dict"},
+    {"heap_types", calx_heap_types, METH_VARARGS, "heap_types(graph) -> [name, ...]"},
+    {"heap_by_type", calx_heap_by_type, METH_VARARGS,
+     "heap_by_type(graph) -> [(type id, count, size, retained), ...]"},
+    {"heap_by_line", calx_heap_by_line, METH_VARARGS,
+     "heap_by_line(graph) -> {(file, line): [count, size, retained]}"},
+    {"heap_node", calx_heap_node, METH_VARARGS,
+     "heap_node(graph, i) -> (address, type id, size, retained, idom, name)"},
+    {"heap_find", calx_heap_find, METH_VARARGS, "heap_find(graph, obj) -> index or -1"},
+    {"heap_largest", calx_heap_largest, METH_VARARGS,
+     "heap_largest(graph, n, by_retained) -> [index, ...]"},
+    {"heap_of_type", calx_heap_of_type, METH_VARARGS,
+     "heap_of_type(graph, type id) -> [index, ...]"},
+    {"heap_path", calx_heap_path, METH_VARARGS,
+     "heap_path(graph, i) -> ([index, ...], [live object, ...])"},
     {NULL, NULL, 0, NULL},
 };
 

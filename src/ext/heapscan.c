@@ -1,0 +1,1048 @@
+/*
+ * heapscan — the heap scanner behind calipers.heap: walks every object
+ * reachable from the roots once, through tp_traverse, into a
+ * cal_heapgraph, then serves the analyses (see heapscan.h).  GIL held
+ * throughout; refuses free-threaded builds (other threads would mutate the
+ * heap mid-walk).
+ *
+ * HOW IT WORKS (docs/INTERNALS.md, "Heap scanner", says more)
+ *
+ * Roots.  First the explicit roots, sys.modules and the builtins dict,
+ * and everything they reach (breadth first: the graph's node array is the
+ * queue).  Then every object the garbage collector tracks that was not
+ * reached (PyUnstable_GC_VisitObjects from 3.12, gc.get_objects() with the
+ * collector paused before), and what those reach.  Of these, the ones no
+ * other scanned object refers to become roots (held by a running frame, by
+ * C code, by the interpreter), and then one object per cycle still
+ * unreached (garbage awaiting the collector, or a cycle held from C).
+ *
+ * Safety.  During the walk nothing runs Python code and nothing creates a
+ * Python object but the int results of C __sizeof__ methods of the
+ * interpreter and its standard library (called through their PyMethodDef,
+ * never by name; freed at once, not tracked by the collector, so no
+ * collection can start).  Static types are never passed to tp_traverse
+ * (type_traverse is fatal for them: PyObject_IS_GC asks tp_is_gc).  The
+ * graph is the profiler's memory: allocated and freed under the shim's
+ * guard.  A sizer callable (a rule) runs after the walk, on objects held
+ * for the while.
+ */
+#include "heapscan.h" /* Python.h first */
+
+#include "cal_heapgraph.h"
+#include "cal_map.h"
+#include "cal_profile.h"
+#include "cal_stacks.h"
+#include "memory.h"
+#include "runtime.h"
+#include "session.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { RULE_NONE, RULE_IGNORE, RULE_SIZE, RULE_VIRTUAL, RULE_SIZER, RULE_NDARRAY };
+
+/* What one type's objects get, found once per type. */
+typedef struct type_info {
+    uint64_t addr;         /* the type object */
+    char *name;            /* module.qualname (builtins: qualname) */
+    PyCFunction sizeof_fn; /* a trusted C __sizeof__, or NULL */
+    int rule;
+    Py_ssize_t size; /* RULE_SIZE */
+    PyObject *sizer; /* RULE_SIZER, borrowed from the rules list */
+    Py_ssize_t pre;  /* bytes before the object: GC head, managed dict */
+} type_info;
+
+/* The scan's result: the capsule's content. */
+typedef struct heap {
+    cal_heapgraph g;
+    type_info *types;
+    uint32_t ntypes, types_cap;
+    cal_map type_index; /* type address -> type id */
+    uint32_t *sample;   /* per node: the allocation's stack node + 1, or 0 */
+    cal_map named;      /* node -> index in names */
+    char **names;       /* modules', types' and functions' names */
+    size_t nnames, names_cap;
+    uint64_t modules, builtins; /* the explicit roots */
+    double walk_s, analysis_s;
+    size_t peak_bytes;
+} heap;
+
+/* One rule as given (heap_scan's rules). */
+typedef struct rule {
+    PyTypeObject *tp;
+    int subclasses, kind;
+    Py_ssize_t size;
+    PyObject *sizer;
+} rule;
+
+typedef struct scan {
+    heap *h;
+    rule *rules;
+    size_t nrules;
+    cal_map ignored; /* object addresses whose rule is "ignore" */
+    PyTypeObject *ndarray;
+    PyObject *skip; /* gc.get_objects()'s list (3.9-3.11) */
+    PyObject *sizeof_name, *name_name, *module_name; /* interned */
+    const void *core_base;
+    uint32_t cur;   /* the node being expanded */
+    uint64_t *virt; /* (owner node, dict address) pairs */
+    size_t nvirt, virt_cap;
+    uint32_t *sized; /* nodes with a sizer callable */
+    size_t nsized, sized_cap;
+    int sampled;       /* the memory engine is attached */
+    size_t sample_cap; /* of h->sample */
+    int failed;        /* out of memory */
+} scan;
+
+/* numpy's PyArrayObject_fields, as far as `base` (numpy/ndarraytypes.h:
+   the layout has been the same since numpy 1.7, and numpy 2 kept it). */
+typedef struct np_array {
+    PyObject_HEAD char *data;
+    int nd;
+    Py_ssize_t *dimensions, *strides;
+    PyObject *base;
+} np_array;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Append to a malloc'd array of elements of `elem` bytes.  0 or -1. */
+static int push(void **arr, size_t *n, size_t *cap, size_t elem, const void *v)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 64;
+        void *p = realloc(*arr, c * elem);
+        if (!p)
+            return -1;
+        *arr = p;
+        *cap = c;
+    }
+    memcpy((char *)*arr + *n * elem, v, elem);
+    (*n)++;
+    return 0;
+}
+
+static void heap_free(heap *h)
+{
+    int guard = calx_runtime_guard_enter();
+    cal_heapgraph_free(&h->g);
+    for (uint32_t t = 0; t < h->ntypes; t++)
+        free(h->types[t].name);
+    free(h->types);
+    cal_map_clear(&h->type_index);
+    free(h->sample);
+    cal_map_clear(&h->named);
+    for (size_t i = 0; i < h->nnames; i++)
+        free(h->names[i]);
+    free(h->names);
+    free(h);
+    calx_runtime_guard_leave(guard);
+}
+
+static void capsule_free(PyObject *cap)
+{
+    heap *h = PyCapsule_GetPointer(cap, "calipers.heap");
+    if (h)
+        heap_free(h);
+}
+
+/* ---- the walk ------------------------------------------------------------ */
+
+/* A copy of the UTF-8 of an ASCII str (no encoding cache is built), or of
+   `fallback`. */
+static char *ascii_copy(PyObject *s, const char *fallback)
+{
+    if (s && PyUnicode_Check(s) && PyUnicode_IS_ASCII(s))
+        return strdup((const char *)PyUnicode_DATA(s));
+    return strdup(fallback);
+}
+
+static int is_trusted(const scan *s, PyCFunction fn)
+{
+    void *p;
+    memcpy(&p, &fn, sizeof p);
+    Dl_info info;
+    if (!dladdr(p, &info))
+        return 0;
+    return info.dli_fbase == s->core_base ||
+           (info.dli_fname && strstr(info.dli_fname, "/lib-dynload/"));
+}
+
+/* The name a report shows for a type. */
+static char *type_name(scan *s, PyTypeObject *tp)
+{
+    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return strdup(tp->tp_name);
+    PyHeapTypeObject *ht = (PyHeapTypeObject *)tp;
+    PyObject *mod = tp->tp_dict ? PyDict_GetItem(tp->tp_dict, s->module_name) : NULL;
+    char *q = ascii_copy(ht->ht_qualname, tp->tp_name);
+    if (!q || !mod || !PyUnicode_Check(mod) || !PyUnicode_IS_ASCII(mod) ||
+        strcmp((const char *)PyUnicode_DATA(mod), "builtins") == 0)
+        return q;
+    const char *m = (const char *)PyUnicode_DATA(mod);
+    char *full = malloc(strlen(m) + strlen(q) + 2);
+    if (full)
+        sprintf(full, "%s.%s", m, q);
+    free(q);
+    return full;
+}
+
+/* The type id of tp, its info found on first sight.  NULL when out of
+   memory. */
+static type_info *type_of(scan *s, PyTypeObject *tp, uint32_t *tid)
+{
+    heap *h = s->h;
+    uint32_t t = cal_map_get(&h->type_index, (uint64_t)(uintptr_t)tp);
+    if (t != CAL_MAP_NONE) {
+        *tid = t;
+        return &h->types[t];
+    }
+    type_info ti;
+    memset(&ti, 0, sizeof ti);
+    ti.addr = (uint64_t)(uintptr_t)tp;
+    ti.name = type_name(s, tp);
+    if (!ti.name)
+        return NULL;
+    PyObject *meth = _PyType_Lookup(tp, s->sizeof_name);
+    if (meth && Py_IS_TYPE(meth, &PyMethodDescr_Type)) {
+        PyMethodDef *d = ((PyMethodDescrObject *)meth)->d_method;
+        if ((d->ml_flags & METH_NOARGS) && is_trusted(s, d->ml_meth))
+            ti.sizeof_fn = d->ml_meth;
+    }
+    if (PyType_IS_GC(tp))
+        ti.pre += (Py_ssize_t)(2 * sizeof(void *)); /* PyGC_Head */
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyType_GetFlags(tp) & ((1UL << 3) | (1UL << 4))) /* MANAGED_WEAKREF|DICT */
+        ti.pre += (Py_ssize_t)(2 * sizeof(PyObject *));
+#elif PY_VERSION_HEX >= 0x030B0000
+    if (PyType_GetFlags(tp) & (1UL << 4)) /* Py_TPFLAGS_MANAGED_DICT */
+        ti.pre += (Py_ssize_t)(2 * sizeof(PyObject *));
+#endif
+    /* The rule: the exact type's, else the nearest class's in the MRO
+       that applies to subclasses; numpy arrays have theirs by default. */
+    const rule *found = NULL;
+    for (size_t r = 0; r < s->nrules && !found; r++)
+        if (s->rules[r].tp == tp)
+            found = &s->rules[r];
+    PyObject *mro = tp->tp_mro;
+    for (Py_ssize_t k = 0;
+         !found && mro && PyTuple_Check(mro) && k < PyTuple_GET_SIZE(mro); k++)
+        for (size_t r = 0; r < s->nrules && !found; r++)
+            if (s->rules[r].subclasses &&
+                (PyObject *)s->rules[r].tp == PyTuple_GET_ITEM(mro, k))
+                found = &s->rules[r];
+    if (found) {
+        ti.rule = found->kind;
+        ti.size = found->size;
+        ti.sizer = found->sizer;
+    } else if (s->ndarray && PyType_IsSubtype(tp, s->ndarray)) {
+        ti.rule = RULE_NDARRAY;
+        /* numpy's array_sizeof: plain C (the header, dimensions and
+           strides, and the data when the array owns it). */
+        if (meth && Py_IS_TYPE(meth, &PyMethodDescr_Type) &&
+            (((PyMethodDescrObject *)meth)->d_method->ml_flags & METH_NOARGS))
+            ti.sizeof_fn = ((PyMethodDescrObject *)meth)->d_method->ml_meth;
+    }
+    size_t n = h->ntypes, cap = h->types_cap;
+    if (n >= CAL_HEAP_MERGED ||
+        push((void **)&h->types, &n, &cap, sizeof ti, &ti) != 0 ||
+        cal_map_put(&h->type_index, ti.addr, (uint32_t)h->ntypes) != 0) {
+        free(ti.name);
+        return NULL;
+    }
+    h->ntypes = (uint32_t)n;
+    h->types_cap = (uint32_t)cap;
+    *tid = (uint32_t)(n - 1);
+    return &h->types[n - 1];
+}
+
+static int visit(PyObject *child, void *arg)
+{
+    scan *s = arg;
+    if (!child || child == s->skip)
+        return 0;
+    uint32_t node;
+    int added;
+    if (cal_heapgraph_intern(&s->h->g, (uint64_t)(uintptr_t)child, &node, &added) !=
+            0 ||
+        cal_heapgraph_edge(&s->h->g, node) != 0) {
+        s->failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* Where the memory engine's lookup finds an object's block: the object
+   less its pre-header. */
+static const void *block_of(PyObject *op, const type_info *ti)
+{
+    return (const char *)op - ti->pre;
+}
+
+/* The dict of an instance, read without materialising one (3.11+ keeps
+   attributes in inline values until someone asks for __dict__). */
+static PyObject *dict_of(PyObject *op)
+{
+    PyTypeObject *tp = Py_TYPE(op);
+#if PY_VERSION_HEX >= 0x030B0000
+    if (PyType_GetFlags(tp) & (1UL << 4)) { /* Py_TPFLAGS_MANAGED_DICT */
+        uintptr_t p = ((uintptr_t *)op)[-3];
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
+        if (p & 1) /* 3.12's PyDictOrValues holds the values */
+            return NULL;
+#endif
+        return (PyObject *)p;
+    }
+#endif
+    if (tp->tp_dictoffset > 0)
+        return *(PyObject **)((char *)op + tp->tp_dictoffset);
+    return NULL;
+}
+
+static void expand(scan *s, uint32_t i)
+{
+    heap *h = s->h;
+    PyObject *op = (PyObject *)(uintptr_t)h->g.addr[i];
+    PyTypeObject *tp = Py_TYPE(op);
+    uint32_t tid;
+    type_info *ti = type_of(s, tp, &tid);
+    if (!ti) {
+        s->failed = 1;
+        return;
+    }
+    h->g.type[i] = tid;
+    if (ti->rule == RULE_IGNORE ||
+        (s->ignored.len && cal_map_get(&s->ignored, h->g.addr[i]) != CAL_MAP_NONE))
+        return; /* size 0, no children */
+    Py_ssize_t size = -1;
+    if (ti->rule == RULE_SIZE) {
+        size = ti->size;
+    } else if (PyType_Check(op) &&
+               !(((PyTypeObject *)op)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        size = 0; /* a static type: not heap memory */
+    } else {
+        if (ti->sizeof_fn) {
+            PyObject *r = ti->sizeof_fn(op, NULL);
+            if (r) {
+                size = PyLong_AsSsize_t(r);
+                Py_DECREF(r);
+            }
+            if (size < 0) {
+                PyErr_Clear();
+                size = -1;
+            }
+        }
+        if (size < 0) {
+            size = tp->tp_basicsize;
+            if (tp->tp_itemsize) {
+                Py_ssize_t k = Py_SIZE(op);
+                size += (k < 0 ? -k : k) * tp->tp_itemsize;
+            }
+        }
+        size += ti->pre;
+    }
+    h->g.size[i] = (uint64_t)size;
+    if (ti->rule == RULE_SIZER &&
+        push((void **)&s->sized, &s->nsized, &s->sized_cap, sizeof i, &i) != 0)
+        s->failed = 1;
+    if (PyObject_IS_GC(op) && tp->tp_traverse)
+        (void)tp->tp_traverse(op, visit, s);
+    if (ti->rule == RULE_NDARRAY && ((np_array *)op)->base)
+        (void)visit(((np_array *)op)->base, s);
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13+ visits an instance's inline values, not the dict built over
+       them once someone asked for __dict__: that dict is the instance's
+       too. */
+    if (PyType_GetFlags(tp) & (1UL << 4)) { /* Py_TPFLAGS_MANAGED_DICT */
+        PyObject *d = dict_of(op);
+        if (d)
+            (void)visit(d, s);
+    }
+#endif
+    if (ti->rule == RULE_VIRTUAL) {
+        PyObject *d = dict_of(op);
+        uint64_t pair[2] = {i, (uint64_t)(uintptr_t)d};
+        if (d &&
+            push((void **)&s->virt, &s->nvirt, &s->virt_cap, sizeof pair, pair) != 0)
+            s->failed = 1;
+    }
+    if (s->sampled) {
+        if (i >= s->sample_cap) {
+            size_t cap = s->sample_cap ? 2 * s->sample_cap : 4096;
+            uint32_t *p = realloc(h->sample, cap * sizeof *p);
+            if (!p) {
+                s->failed = 1;
+                return;
+            }
+            memset(p + s->sample_cap, 0, (cap - s->sample_cap) * sizeof *p);
+            h->sample = p;
+            s->sample_cap = cap;
+        }
+        calx_live_sample smp;
+        if (calx_memory_lookup(block_of(op, ti), 0, &smp))
+            h->sample[i] = smp.node + 1; /* CAL_STACKS_NONE + 1 == 0 */
+    }
+}
+
+static void expand_all(scan *s)
+{
+    int64_t i;
+    while (!s->failed && (i = cal_heapgraph_next(&s->h->g)) >= 0)
+        expand(s, (uint32_t)i);
+}
+
+static int gc_visit(PyObject *op, void *arg)
+{
+    scan *s = arg;
+    uint32_t node;
+    int added;
+    if (op != s->skip &&
+        cal_heapgraph_intern(&s->h->g, (uint64_t)(uintptr_t)op, &node, &added) != 0) {
+        s->failed = 1;
+        return 0;
+    }
+    return 1;
+}
+
+/* Enumerate the collector's objects not reached yet, as new nodes.  From
+   3.12 PyUnstable_GC_VisitObjects (no allocation); before, gc.get_objects()
+   with the collector paused, so that building its list cannot start a
+   collection (which could run finalizers); the list is left out of the
+   graph.  0, or -1 with an exception set. */
+static int add_gc_objects(scan *s)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyUnstable_GC_VisitObjects(gc_visit, s);
+    return 0;
+#else
+    PyObject *gc = PyImport_ImportModule("gc");
+    if (!gc)
+        return -1;
+    PyObject *was = PyObject_CallMethod(gc, "isenabled", NULL);
+    PyObject *r = was ? PyObject_CallMethod(gc, "disable", NULL) : NULL;
+    Py_XDECREF(r);
+    PyObject *list = r ? PyObject_CallMethod(gc, "get_objects", NULL) : NULL;
+    int rc = -1;
+    if (list && PyList_Check(list)) {
+        s->skip = list;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list) && !s->failed; k++)
+            gc_visit(PyList_GET_ITEM(list, k), s);
+        expand_all(s); /* while the list holds them all */
+        s->skip = NULL;
+        rc = 0;
+    }
+    Py_XDECREF(list);
+    if (was == Py_True) {
+        PyObject *e = PyObject_CallMethod(gc, "enable", NULL);
+        if (!e)
+            rc = -1;
+        Py_XDECREF(e);
+    }
+    Py_XDECREF(was);
+    Py_DECREF(gc);
+    return rc;
+#endif
+}
+
+/* Names worth showing in paths: modules', types', functions'. */
+static void name_nodes(scan *s)
+{
+    heap *h = s->h;
+    for (size_t i = 0; i < h->g.n && !s->failed; i++) {
+        PyObject *op = (PyObject *)(uintptr_t)h->g.addr[i];
+        char *name = NULL;
+        if (PyModule_Check(op)) {
+            PyObject *d = PyModule_GetDict(op);
+            PyObject *nm = d ? PyDict_GetItem(d, s->name_name) : NULL;
+            name = ascii_copy(nm, "?");
+        } else if (PyType_Check(op)) {
+            uint32_t t = cal_map_get(&h->type_index, h->g.addr[i]);
+            name = t != CAL_MAP_NONE ? strdup(h->types[t].name)
+                                     : type_name(s, (PyTypeObject *)op);
+        } else if (PyFunction_Check(op)) {
+            name = ascii_copy(((PyFunctionObject *)op)->func_qualname, "?");
+        } else {
+            continue;
+        }
+        size_t n = h->nnames, cap = h->names_cap;
+        if (!name || push((void **)&h->names, &n, &cap, sizeof name, &name) != 0 ||
+            cal_map_put(&h->named, i, (uint32_t)h->nnames) != 0) {
+            free(name);
+            s->failed = 1;
+            return;
+        }
+        h->nnames = n;
+        h->names_cap = cap;
+    }
+}
+
+/* Virtual objects: each owner takes its dict's bytes; the dict stays in
+   the graph (for paths), with no bytes, left out of the totals. */
+static void merge_virtual(scan *s)
+{
+    cal_heapgraph *g = &s->h->g;
+    for (size_t k = 0; k < s->nvirt; k++) {
+        uint64_t owner = s->virt[2 * k], d = s->virt[2 * k + 1];
+        int64_t dn = cal_heapgraph_lookup(g, d);
+        if (dn < 0 || (uint64_t)dn == owner || (g->type[dn] & CAL_HEAP_MERGED))
+            continue;
+        g->size[owner] += g->size[dn];
+        g->size[dn] = 0;
+        g->type[dn] |= CAL_HEAP_MERGED;
+    }
+}
+
+/* Sizer callables, after the walk: the objects are held while they run
+   (a sizer may free others).  0, or -1 with an exception set. */
+static int run_sizers(scan *s)
+{
+    heap *h = s->h;
+    if (!s->nsized)
+        return 0;
+    PyObject **objs = PyMem_Malloc(s->nsized * sizeof *objs);
+    if (!objs) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t k = 0; k < s->nsized; k++) {
+        objs[k] = (PyObject *)(uintptr_t)h->g.addr[s->sized[k]];
+        Py_INCREF(objs[k]);
+    }
+    int rc = 0;
+    for (size_t k = 0; k < s->nsized && rc == 0; k++) {
+        uint32_t t = h->g.type[s->sized[k]] & ~CAL_HEAP_MERGED;
+        PyObject *r = PyObject_CallOneArg(h->types[t].sizer, objs[k]);
+        Py_ssize_t v = r ? PyLong_AsSsize_t(r) : -1;
+        Py_XDECREF(r);
+        if (v < 0) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError,
+                             "a heap sizer returned a negative size for a %s",
+                             h->types[t].name);
+            rc = -1;
+        } else {
+            h->g.size[s->sized[k]] = (uint64_t)v;
+        }
+    }
+    for (size_t k = 0; k < s->nsized; k++)
+        Py_DECREF(objs[k]);
+    PyMem_Free(objs);
+    return rc;
+}
+
+/* Read heap_scan's rules into s.  0, or -1 with an exception set. */
+static int read_rules(scan *s, PyObject *rules, PyObject *objects)
+{
+    if (!PyList_Check(rules) || !PyList_Check(objects)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "heap_scan(rules: list, objects: list, ndarray)");
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(rules);
+    s->rules = PyMem_Calloc((size_t)n + 1, sizeof *s->rules);
+    if (!s->rules) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *tp, *value;
+        int sub, kind;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(rules, k), "O!piO;a heap rule",
+                              &PyType_Type, &tp, &sub, &kind, &value))
+            return -1;
+        rule *r = &s->rules[s->nrules++];
+        r->tp = (PyTypeObject *)tp;
+        r->subclasses = sub;
+        r->kind = kind == 0 ? RULE_IGNORE : kind == 2 ? RULE_VIRTUAL : RULE_SIZE;
+        if (kind == 1 && PyCallable_Check(value)) {
+            r->kind = RULE_SIZER;
+            r->sizer = value;
+        } else if (kind == 1) {
+            r->size = PyLong_AsSsize_t(value);
+            if (r->size < 0) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "a heap size rule must be >= 0");
+                return -1;
+            }
+        }
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(objects); k++)
+        if (cal_map_put(&s->ignored, (uint64_t)(uintptr_t)PyList_GET_ITEM(objects, k),
+                        1)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    return 0;
+}
+
+static int explicit_root(scan *s, PyObject *op)
+{
+    uint32_t node;
+    int added;
+    if (!op)
+        return 0;
+    if (cal_heapgraph_intern(&s->h->g, (uint64_t)(uintptr_t)op, &node, &added) != 0 ||
+        (added && cal_heapgraph_add_root(&s->h->g, node) != 0)) {
+        s->failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *calx_heap_scan(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *rules, *objects, *ndarray;
+    if (!PyArg_ParseTuple(args, "OOO:heap_scan", &rules, &objects, &ndarray))
+        return NULL;
+#ifdef Py_GIL_DISABLED
+    PyErr_SetString(PyExc_RuntimeError,
+                    "heap scans are not supported on free-threaded Python (no GIL "
+                    "stops other threads from changing the heap mid-walk)");
+    return NULL;
+#endif
+    scan s;
+    memset(&s, 0, sizeof s);
+    PyObject *cap = NULL;
+    int guard = calx_runtime_guard_enter();
+    s.h = calloc(1, sizeof *s.h);
+    s.sizeof_name = PyUnicode_InternFromString("__sizeof__");
+    s.name_name = PyUnicode_InternFromString("__name__");
+    s.module_name = PyUnicode_InternFromString("__module__");
+    if (!s.h || !s.sizeof_name || !s.name_name || !s.module_name) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    cal_heapgraph_init(&s.h->g);
+    if (read_rules(&s, rules, objects) != 0)
+        goto done;
+    s.ndarray =
+        ndarray != Py_None && PyType_Check(ndarray) ? (PyTypeObject *)ndarray : NULL;
+    {
+        PyCFunction probe = (PyCFunction)(void (*)(void))PyObject_Malloc;
+        void *p;
+        memcpy(&p, &probe, sizeof p);
+        Dl_info info;
+        s.core_base = dladdr(p, &info) ? info.dli_fbase : NULL;
+    }
+    s.sampled = calx_memory_attached();
+    PyObject *modules = PyImport_GetModuleDict(), *builtins = PyEval_GetBuiltins();
+    s.h->modules = (uint64_t)(uintptr_t)modules;
+    s.h->builtins = (uint64_t)(uintptr_t)builtins;
+
+    double t0 = now_s();
+    explicit_root(&s, modules);
+    explicit_root(&s, builtins);
+    expand_all(&s);
+    size_t first = s.h->g.n;
+    if (!s.failed && add_gc_objects(&s) != 0)
+        goto done;
+    expand_all(&s);
+    if (!s.failed)
+        merge_virtual(&s);
+    if (!s.failed)
+        name_nodes(&s);
+    if (s.failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    s.h->walk_s = now_s() - t0;
+    calx_runtime_guard_leave(guard);
+    int rc = run_sizers(&s);
+    guard = calx_runtime_guard_enter();
+    if (rc != 0)
+        goto done;
+    t0 = now_s();
+    size_t before = cal_heapgraph_bytes(&s.h->g);
+    if (cal_heapgraph_finish(&s.h->g, first) != 0 ||
+        cal_heapgraph_dominators(&s.h->g) != 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    s.h->analysis_s = now_s() - t0;
+    /* The dominator pass's own arrays: 7 a node, 1 an edge (uint32s). */
+    size_t n = s.h->g.n;
+    s.h->peak_bytes = before + (n + 1) * 4 * 9 + s.h->g.nedges * 4;
+    cap = PyCapsule_New(s.h, "calipers.heap", capsule_free);
+    if (cap)
+        s.h = NULL;
+done:
+    calx_runtime_guard_leave(guard);
+    if (s.h)
+        heap_free(s.h);
+    guard = calx_runtime_guard_enter();
+    free(s.virt);
+    free(s.sized);
+    cal_map_clear(&s.ignored);
+    calx_runtime_guard_leave(guard);
+    PyMem_Free(s.rules);
+    Py_XDECREF(s.sizeof_name);
+    Py_XDECREF(s.name_name);
+    Py_XDECREF(s.module_name);
+    return cap;
+}
+
+/* ---- the analyses ---------------------------------------------------------- */
+
+static heap *heap_arg(PyObject *cap)
+{
+    return PyCapsule_GetPointer(cap, "calipers.heap");
+}
+
+PyObject *calx_heap_info(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *cap;
+    if (!PyArg_ParseTuple(args, "O:heap_info", &cap))
+        return NULL;
+    heap *h = heap_arg(cap);
+    if (!h)
+        return NULL;
+    size_t bytes = cal_heapgraph_bytes(&h->g) + h->ntypes * sizeof(type_info) +
+                   (h->sample ? h->g.n * 4 : 0);
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:d,s:d,s:O}", "nodes",
+                         (Py_ssize_t)h->g.n, "edges", (Py_ssize_t)h->g.nedges, "roots",
+                         (Py_ssize_t)h->g.nroots, "bytes", (Py_ssize_t)bytes,
+                         "peak_bytes",
+                         (Py_ssize_t)(h->peak_bytes > bytes ? h->peak_bytes : bytes),
+                         "walk_seconds", h->walk_s, "analysis_seconds", h->analysis_s,
+                         "sampled", h->sample ? Py_True : Py_False);
+}
+
+PyObject *calx_heap_types(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *cap;
+    if (!PyArg_ParseTuple(args, "O:heap_types", &cap))
+        return NULL;
+    heap *h = heap_arg(cap);
+    if (!h)
+        return NULL;
+    PyObject *list = PyList_New(h->ntypes);
+    for (uint32_t t = 0; list && t < h->ntypes; t++) {
+        PyObject *s = PyUnicode_DecodeUTF8(
+            h->types[t].name, (Py_ssize_t)strlen(h->types[t].name), "replace");
+        if (!s) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, t, s);
+    }
+    return list;
+}
+
+PyObject *calx_heap_by_type(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *cap;
+    if (!PyArg_ParseTuple(args, "O:heap_by_type", &cap))
+        return NULL;
+    heap *h = heap_arg(cap);
+    if (!h)
+        return NULL;
+    uint32_t nt = h->ntypes;
+    int guard = calx_runtime_guard_enter();
+    uint64_t *c = calloc(nt + 1, 8), *sz = calloc(nt + 1, 8), *r = calloc(nt + 1, 8);
+    int rc = c && sz && r ? cal_heapgraph_by_type(&h->g, nt, c, sz, r) : -1;
+    calx_runtime_guard_leave(guard);
+    PyObject *list = rc == 0 ? PyList_New(0) : PyErr_NoMemory();
+    for (uint32_t t = 0; list && t < nt; t++) {
+        if (!c[t])
+            continue;
+        PyObject *row =
+            Py_BuildValue("(IKKK)", t, (unsigned long long)c[t],
+                          (unsigned long long)sz[t], (unsigned long long)r[t]);
+        if (!row || PyList_Append(list, row) != 0)
+            Py_CLEAR(list);
+        Py_XDECREF(row);
+    }
+    guard = calx_runtime_guard_enter();
+    free(c);
+    free(sz);
+    free(r);
+    calx_runtime_guard_leave(guard);
+    return list;
+}
+
+PyObject *calx_heap_by_line(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *cap;
+    if (!PyArg_ParseTuple(args, "O:heap_by_line", &cap))
+        return NULL;
+    heap *h = heap_arg(cap);
+    if (!h)
+        return NULL;
+    if (!h->sample)
+        return PyDict_New();
+    const cal_profile *p = calx_session_profile();
+    const cal_stacks *st = p ? cal_profile_stacks_at(p) : NULL;
+    PyObject *out = PyDict_New(); /* (file, line) -> [count, size, retained] */
+    for (size_t i = 0; out && i < h->g.n; i++) {
+        if (!h->sample[i] || (h->g.type[i] & CAL_HEAP_MERGED))
+            continue;
+        uint32_t node = h->sample[i] - 1;
+        const char *file = "<unknown>";
+        int line = 0;
+        if (st && node < st->nnodes) {
+            /* the innermost Python frame of the allocating stack */
+            for (uint32_t k = node; k != CAL_STACKS_NONE; k = st->nodes[k].parent)
+                if (st->nodes[k].frame != CAL_STACKS_NONE) {
+                    const char *f =
+                        cal_profile_string_at(p, st->frames[st->nodes[k].frame].file);
+                    file = f ? f : "<unknown>";
+                    line = st->nodes[k].line;
+                    break;
+                }
+        }
+        PyObject *key = Py_BuildValue("(si)", file, line);
+        PyObject *acc = key ? PyDict_GetItemWithError(out, key) : NULL;
+        if (!acc && key && !PyErr_Occurred()) {
+            acc = Py_BuildValue("[iKK]", 0, 0ULL, 0ULL);
+            if (acc && PyDict_SetItem(out, key, acc) != 0)
+                Py_CLEAR(acc);
+            Py_XDECREF(acc); /* the dict holds it */
+        }
+        if (!acc) {
+            Py_XDECREF(key);
+            Py_CLEAR(out);
+            break;
+        }
+        long long c = PyLong_AsLongLong(PyList_GET_ITEM(acc, 0)) + 1;
+        unsigned long long sz =
+            PyLong_AsUnsignedLongLong(PyList_GET_ITEM(acc, 1)) + h->g.size[i];
+        unsigned long long r =
+            PyLong_AsUnsignedLongLong(PyList_GET_ITEM(acc, 2)) + h->g.retained[i];
+        PyObject *vc = PyLong_FromLongLong(c), *vs = PyLong_FromUnsignedLongLong(sz),
+                 *vr = PyLong_FromUnsignedLongLong(r);
+        Py_DECREF(key);
+        if (!vc || !vs || !vr) {
+            Py_XDECREF(vc);
+            Py_XDECREF(vs);
+            Py_XDECREF(vr);
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SetItem(acc, 0, vc);
+        PyList_SetItem(acc, 1, vs);
+        PyList_SetItem(acc, 2, vr);
+    }
+    return out;
+}
+
+PyObject *calx_heap_node(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *cap;
+    Py_ssize_t i;
+    if (!PyArg_ParseTuple(args, "On:heap_node", &cap, &i))
+        return NULL;
+    heap *h = heap_arg(cap);
+    if (!h)
+        return NULL;
+    if (i < 0 || (size_t)i >= h->g.n) {
+        PyErr_SetString(PyExc_IndexError, "no such node");
+        return NULL;
+    }
+    uint32_t k = cal_map_get(&h->named, (uint64_t)i);
+    const char *name = k != CAL_MAP_NONE ? h->names[k] : NULL;
+    uint32_t idom = h->g.idom ? h->g.idom[i] : CAL_HEAP_NONE;
+    return Py_BuildValue(
+        "(KIKKns)", (unsigned long long)h->g.addr[i], h->g.type[i] & ~CAL_HEAP_MERGED,
+        (unsigned long long)h->g.size[i],
+        (unsigned long long)(h->g.retained ? h->g.retained[i] : 0),
+        idom >= CAL_HEAP_NONE ? (Py_ssize_t)-1 : (Py_ssize_t)idom, name);
+}
+
+PyObject *calx_heap_find(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *cap, *obj;
+    if (!PyArg_ParseTuple(args, "OO:heap_find", &cap, &obj))
+        return NULL;
+    heap *h = heap_arg(cap);
+    if (!h)
+        return NULL;
+    int64_t i = cal_heapgraph_lookup(&h->g, (uint64_t)(uintptr_t)obj);
+    /* The same address may hold another object now: the type must match. */
+    if (i >= 0 && h->types[h->g.type[i] & ~CAL_HEAP_MERGED].addr !=
+                      (uint64_t)(uintptr_t)Py_TYPE(obj))
+        i = -1;
+    return PyLong_FromLongLong(i);
+}
+
+static PyObject *index_list(const uint32_t *v, size_t n)
+{
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t k = 0; list && k < n; k++) {
+        PyObject *x = PyLong_FromUnsignedLong(v[k]);
+        if (!x) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)k, x);
+    }
+    return list;
+}
+
+PyObject *calx_heap_largest(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *cap;
+    Py_ssize_t n;
+    int by_retained;
+    if (!PyArg_ParseTuple(args, "Onp:heap_largest", &cap, &n, &by_retained))
+        return NULL;
+    heap *h = heap_arg(cap);
+    if (!h)
+        return NULL;
+    if (n < 0)
+        n = 0;
+    if ((size_t)n > h->g.n)
+        n = (Py_ssize_t)h->g.n;
+    uint32_t *out = PyMem_Malloc(((size_t)n + 1) * sizeof *out);
+    if (!out)
+        return PyErr_NoMemory();
+    size_t k = cal_heapgraph_largest(&h->g, (size_t)n, by_retained, out);
+    PyObject *list = index_list(out, k);
+    PyMem_Free(out);
+    return list;
+}
+
+PyObject *calx_heap_of_type(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *cap;
+    unsigned int t;
+    if (!PyArg_ParseTuple(args, "OI:heap_of_type", &cap, &t))
+        return NULL;
+    heap *h = heap_arg(cap);
+    if (!h)
+        return NULL;
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list && i < h->g.n; i++) {
+        if (h->g.type[i] != t)
+            continue;
+        PyObject *x = PyLong_FromSize_t(i);
+        if (!x || PyList_Append(list, x) != 0)
+            Py_CLEAR(list);
+        Py_XDECREF(x);
+    }
+    return list;
+}
+
+/* Does `op` refer to the object at `addr` right now? */
+typedef struct refers {
+    PyObject *target;
+    int found;
+} refers;
+
+static int refers_visit(PyObject *child, void *arg)
+{
+    refers *r = arg;
+    if (child == r->target)
+        r->found = 1;
+    return 0;
+}
+
+static int refers_to(const heap *h, PyObject *op, PyObject *target)
+{
+    refers r = {target, 0};
+    if (PyObject_IS_GC(op) && Py_TYPE(op)->tp_traverse)
+        (void)Py_TYPE(op)->tp_traverse(op, refers_visit, &r);
+    if (!r.found) { /* numpy's base edge */
+        uint32_t t = cal_map_get(&h->type_index, (uint64_t)(uintptr_t)Py_TYPE(op));
+        if (t != CAL_MAP_NONE && h->types[t].rule == RULE_NDARRAY)
+            r.found = ((np_array *)op)->base == target;
+    }
+    return r.found;
+}
+
+#if PY_VERSION_HEX >= 0x030C0000
+static int gc_find(PyObject *op, void *arg)
+{
+    refers *r = arg;
+    if (op == r->target) {
+        r->found = 1;
+        return 0;
+    }
+    return 1;
+}
+#endif
+
+/* Is the object at `addr`, a root of the scan, alive now? */
+static int root_alive(const heap *h, uint64_t addr)
+{
+    PyObject *op = (PyObject *)(uintptr_t)addr;
+    if (addr == (uint64_t)(uintptr_t)PyImport_GetModuleDict() ||
+        addr == (uint64_t)(uintptr_t)PyEval_GetBuiltins())
+        return 1;
+    if (addr == h->modules || addr == h->builtins)
+        return 0; /* replaced since */
+    refers r = {op, 0};
+#if PY_VERSION_HEX >= 0x030C0000
+    PyUnstable_GC_VisitObjects(gc_find, &r);
+#else
+    PyObject *gc = PyImport_ImportModule("gc");
+    PyObject *list = gc ? PyObject_CallMethod(gc, "get_objects", NULL) : NULL;
+    for (Py_ssize_t k = 0; list && PyList_Check(list) && k < PyList_GET_SIZE(list); k++)
+        if (PyList_GET_ITEM(list, k) == op)
+            r.found = 1;
+    Py_XDECREF(list);
+    Py_XDECREF(gc);
+    PyErr_Clear();
+#endif
+    return r.found;
+}
+
+PyObject *calx_heap_path(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *cap;
+    Py_ssize_t target;
+    if (!PyArg_ParseTuple(args, "On:heap_path", &cap, &target))
+        return NULL;
+    heap *h = heap_arg(cap);
+    if (!h)
+        return NULL;
+    if (target < 0 || (size_t)target >= h->g.n) {
+        PyErr_SetString(PyExc_IndexError, "no such node");
+        return NULL;
+    }
+    uint32_t *path;
+    size_t len;
+    int guard = calx_runtime_guard_enter();
+    int rc = cal_heapgraph_path(&h->g, (uint32_t)target, &path, &len);
+    calx_runtime_guard_leave(guard);
+    if (rc != 0)
+        return PyErr_NoMemory();
+    PyObject *nodes = index_list(path, len), *objs = PyList_New(0);
+    /* The objects along the path that are alive now, each referring to the
+       next: a root still alive, then one step at a time. */
+    PyObject *prev = NULL;
+    for (size_t k = 0; nodes && objs && k < len; k++) {
+        PyObject *op = (PyObject *)(uintptr_t)h->g.addr[path[k]];
+        int ok = k == 0 ? root_alive(h, h->g.addr[path[k]]) : refers_to(h, prev, op);
+        if (!ok || h->types[h->g.type[path[k]] & ~CAL_HEAP_MERGED].addr !=
+                       (uint64_t)(uintptr_t)Py_TYPE(op))
+            break;
+        if (PyList_Append(objs, op) != 0)
+            Py_CLEAR(objs);
+        prev = op;
+    }
+    guard = calx_runtime_guard_enter();
+    free(path);
+    calx_runtime_guard_leave(guard);
+    if (!nodes || !objs) {
+        Py_XDECREF(nodes);
+        Py_XDECREF(objs);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", nodes, objs);
+}
