@@ -92,4 +92,10 @@ PyThreadState *calx_current_if_gil_held(void);
    Caller holds the GIL. */
 int64_t calx_pymalloc_arena_bytes(void);
 
+/* Garbage collections of any generation so far in the main interpreter
+   (each one examines the youngest generation), read from the collector's
+   statistics without touching what the program can observe; -1 when this
+   interpreter's layout is unknown.  Any thread, GIL or not. */
+int64_t calx_gc_collections(void);
+
 #endif

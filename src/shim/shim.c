@@ -719,14 +719,20 @@ EXPORT void *memmove(void *dst, const void *src, size_t n)
    nested call (the PyMem domain under the object domain), or the
    profiler's own (guard), only forwards. */
 
-static inline void python_alloc(void *p, size_t n)
+static inline void python_alloc(void *p, size_t n, int kind)
 {
     uint64_t k = points(&T.python, n);
     if (UNLIKELY(k))
-        sample_alloc(p, n, k, 1);
+        sample_alloc(p, n, k, kind);
 }
 
-static void *py_malloc(void *ctx, size_t n)
+/* One body per entry point and domain: `kind` (CAL_SHIM_PYMEM or
+   CAL_SHIM_PYOBJ) is a constant in each, so the object domain's hooks are
+   the same instructions as the PyMem domain's but for the constant the
+   slow path hands on (the engine reads an object's type only from blocks
+   of the object domain). */
+static inline __attribute__((always_inline)) void *py_malloc_as(void *ctx, size_t n,
+                                                                int kind)
 {
     cal_shim_pymem *o = ctx;
     if (UNLIKELY(T.in_py))
@@ -735,11 +741,12 @@ static void *py_malloc(void *ctx, size_t n)
     void *p = o->malloc(o->ctx, n);
     T.in_py = 0;
     if (LIKELY(p) && LIKELY(!T.guard))
-        python_alloc(p, n);
+        python_alloc(p, n, kind);
     return p;
 }
 
-static void *py_calloc(void *ctx, size_t nelem, size_t elsize)
+static inline __attribute__((always_inline)) void *py_calloc_as(void *ctx, size_t nelem,
+                                                                size_t elsize, int kind)
 {
     cal_shim_pymem *o = ctx;
     if (UNLIKELY(T.in_py))
@@ -748,11 +755,12 @@ static void *py_calloc(void *ctx, size_t nelem, size_t elsize)
     void *p = o->calloc(o->ctx, nelem, elsize);
     T.in_py = 0;
     if (LIKELY(p) && LIKELY(!T.guard))
-        python_alloc(p, nelem * elsize);
+        python_alloc(p, nelem * elsize, kind);
     return p;
 }
 
-static void *py_realloc(void *ctx, void *p, size_t n)
+static inline __attribute__((always_inline)) void *py_realloc_as(void *ctx, void *p,
+                                                                 size_t n, int kind)
 {
     cal_shim_pymem *o = ctx;
     if (UNLIKELY(T.in_py))
@@ -763,8 +771,38 @@ static void *py_realloc(void *ctx, void *p, size_t n)
     void *q = o->realloc(o->ctx, p, n);
     T.in_py = 0;
     if (LIKELY(q) && LIKELY(!T.guard))
-        python_alloc(q, n);
+        python_alloc(q, n, kind);
     return q;
+}
+
+static void *py_malloc(void *ctx, size_t n)
+{
+    return py_malloc_as(ctx, n, CAL_SHIM_PYMEM);
+}
+
+static void *py_calloc(void *ctx, size_t nelem, size_t elsize)
+{
+    return py_calloc_as(ctx, nelem, elsize, CAL_SHIM_PYMEM);
+}
+
+static void *py_realloc(void *ctx, void *p, size_t n)
+{
+    return py_realloc_as(ctx, p, n, CAL_SHIM_PYMEM);
+}
+
+static void *py_obj_malloc(void *ctx, size_t n)
+{
+    return py_malloc_as(ctx, n, CAL_SHIM_PYOBJ);
+}
+
+static void *py_obj_calloc(void *ctx, size_t nelem, size_t elsize)
+{
+    return py_calloc_as(ctx, nelem, elsize, CAL_SHIM_PYOBJ);
+}
+
+static void *py_obj_realloc(void *ctx, void *p, size_t n)
+{
+    return py_realloc_as(ctx, p, n, CAL_SHIM_PYOBJ);
 }
 
 static void py_free(void *ctx, void *p)
@@ -947,6 +985,16 @@ static void api_reset(void)
     T.guard = g;
 }
 
+static int64_t api_alloc_clock(void)
+{
+    uint8_t g = T.guard;
+    T.guard = 1;
+    flush_totals();
+    T.guard = g;
+    return atomic_load_explicit(&G.alloc_native, memory_order_relaxed) +
+           atomic_load_explicit(&G.alloc_python, memory_order_relaxed);
+}
+
 EXPORT const cal_shim_api calipers_shim_api = {
     .abi = CAL_SHIM_ABI,
     .attach = api_attach,
@@ -966,6 +1014,10 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .samples = api_samples,
     .reset_mark_peak = api_reset_mark_peak,
     .set_unsampled = api_set_unsampled,
+    .py_obj_malloc = py_obj_malloc,
+    .py_obj_calloc = py_obj_calloc,
+    .py_obj_realloc = py_obj_realloc,
+    .alloc_clock = api_alloc_clock,
 };
 
 /* ---- process events ------------------------------------------------------------- */
