@@ -55,6 +55,7 @@ typedef struct rec {
     const void *ptr; /* NULL: an empty slot */
     uint32_t line, type;
     int domain;
+    int at; /* where its object header is in the block, or -1 */
     int64_t weight, size, clock, t, gc;
 } rec;
 
@@ -291,7 +292,7 @@ static uint32_t type_at(const void *tp, int pre)
 
 /* The type of r's block (its domain's, or the object's in it). `dying`:
    it is being freed, so an object in it has a reference count of 0. */
-static uint32_t read_type(const rec *r, int dying)
+static uint32_t read_type(rec *r, int dying)
 {
     if (r->domain == CAL_SHIM_NATIVE)
         return A.native;
@@ -317,8 +318,10 @@ static uint32_t read_type(const rec *r, int dying)
         if (!dying && (uint32_t)refcnt == 0)
             continue;
         uint32_t name = type_at((const void *)(uintptr_t)words[o + 1], (int)(o * 8));
-        if (name != CAL_PROFILE_NONE)
+        if (name != CAL_PROFILE_NONE) {
+            r->at = (int)(o * 8);
             return name;
+        }
     }
     return A.unknown;
 #endif
@@ -375,9 +378,16 @@ void calx_atypes_born(const void *ptr, size_t size, int64_t weight, int domain,
     if (!A.store)
         return;
     calx_atypes_settle();
-    rec r = {ptr,    line,   PENDING,
-             domain, weight, (int64_t)size,
-             clock,  t,      calx_gc_collections()};
+    rec r = {.ptr = ptr,
+             .line = line,
+             .type = PENDING,
+             .domain = domain,
+             .at = -1,
+             .weight = weight,
+             .size = (int64_t)size,
+             .clock = clock,
+             .t = t,
+             .gc = calx_gc_collections()};
     if (domain != CAL_SHIM_PYOBJ)
         r.type = read_type(&r, 0);
     rec *old = find(ptr);
@@ -434,6 +444,26 @@ void calx_atypes_died(const void *ptr, int64_t clock, int64_t t, int64_t gc,
     erase(r);
 }
 
+/* Is r's object dead but not freed: its reference count 0, in a free list
+   (tuples, floats, ...) that keeps the block for the next object of its
+   type?  Then when it died is unknown: it is not followed. */
+static int in_free_list(const rec *r)
+{
+#ifdef Py_GIL_DISABLED
+    (void)r;
+    return 0;
+#else
+    uint64_t refcnt;
+    if (r->at < 0)
+        return 0;
+    cal_vmread_reset_sigsafe(&A.vm, getpid());
+    if (cal_vmread_sigsafe(&A.vm, (const char *)r->ptr + r->at, &refcnt,
+                           sizeof refcnt) != 0)
+        return 0;
+    return (uint32_t)refcnt == 0;
+#endif
+}
+
 void calx_atypes_stop(void)
 {
     if (!A.store)
@@ -445,7 +475,7 @@ void calx_atypes_stop(void)
         if (!r->ptr)
             continue;
         int fate = CAL_FATE_UNTRACKED;
-        if (gc >= 0 && r->gc >= 0)
+        if (gc >= 0 && r->gc >= 0 && !in_free_list(r))
             fate = gc > r->gc ? CAL_FATE_SURVIVED : CAL_FATE_END;
         record(r, fate, -1, -1);
     }
