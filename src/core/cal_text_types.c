@@ -84,7 +84,7 @@ void cal_view_text_types(const cal_jv *root, int width, cal_buf *out)
                    "survived", wide ? "  median life" : "");
     for (size_t i = 0; i < n && i < TYPES_SHOWN; i++) {
         const cal_jv *t = cal_jv_at(types, i);
-        char name[NAME_COLS * 4 + 16], b[24], share[16], surv[16], life[48] = "";
+        char name[NAME_COLS * 4 + 16], b[24], share[16], surv[16], life[64] = "";
         name_text(name, sizeof name, cal_jv_getstr(t, "type", "?"));
         double bytes = cal_jv_getnum(t, "bytes", 0);
         bytes_text(b, sizeof b, bytes);
