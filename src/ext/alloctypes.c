@@ -300,6 +300,7 @@ static uint32_t read_type(rec *r, int dying)
         return A.buffer;
 #ifdef Py_GIL_DISABLED
     (void)dying;
+    (void)type_at; /* kept compiled: the layouts are checked all the same */
     return A.unknown;
 #else
     /* The block's first 48 bytes at most: the three places an object
