@@ -29,8 +29,7 @@ FREE_THREADED = bool(getattr(sys, "_is_gil_enabled", lambda: True)() is False)
 RIGHT = {
     "str": {"str"},
     "bytes": {"bytes"},
-    # Point(i) makes the call's argument tuple too.
-    "point": {"__main__.Point", "tuple"},
+    "point": {"__main__.Point"},
     "list": {"list", "buffer"},
     "bytearray": {"bytearray", "buffer", "unknown"},
     "ndarray": {"numpy.ndarray", "native"},
@@ -78,6 +77,12 @@ def test_each_line_gets_its_type(typed_run, marker):
 def test_survival_per_line_matches_the_truth(typed_run, marker):
     profile, truth, _ = typed_run
     rec = line_record(profile, marker)
+    if rec["untracked_bytes"] > rec["bytes"] / 2:
+        # NumPy releases the GIL around its calloc; where the interpreter
+        # then shows no GIL holder (3.9, seen) such samples are credited but
+        # not followed (INTERNALS.md), and what is left is too few to test.
+        assert marker == "ndarray", rec
+        pytest.skip("most of this line's samples were made without the GIL: not followed")
     if rec["survived_fraction"] is None:
         pytest.fail("no survival figure for %s: %r" % (marker, rec))
     # Sampled bytes: each line's objects have one size, so the fraction of

@@ -25,10 +25,10 @@ def collections():
 
 
 class Point:
-    __slots__ = ("x", "y", "z", "__weakref__")
+    __slots__ = ("x", "y", "z", "t", "u", "v", "w", "s", "__weakref__")
 
-    def __init__(self, i):
-        self.x = self.y = self.z = i
+
+PIECE = "abcdef"
 
 
 truth = {}
@@ -60,8 +60,10 @@ def measure(marker, make, keep, weak):
     truth.setdefault(marker, []).extend(born_dead)
 
 
+# Each marked line makes its object and nothing else (a call's argument
+# tuple or a formatting buffer would be bytes of other lives on the line).
 def make_str(i):
-    return ("%06d" % i) * 400  # str
+    return PIECE * 400  # str
 
 
 def make_bytes(i):
@@ -69,7 +71,9 @@ def make_bytes(i):
 
 
 def make_point(i):
-    return Point(i)  # point
+    p = Point()  # point
+    p.x = i
+    return p
 
 
 def make_list(i):
@@ -87,7 +91,7 @@ def make_array(i):
 view_before = (list(gc.callbacks), gc.get_threshold(), gc.isenabled())
 measure("str", make_str, 0.5, False)
 measure("bytes", make_bytes, 0, False)
-for _ in range(8):  # small objects: more of them for as many samples
+for _ in range(6):  # small objects: more of them for as many samples
     measure("point", make_point, 0.33, True)
 for _ in range(4):
     measure("list", make_list, 0.25, False)
