@@ -28,6 +28,7 @@ struct cal_profile {
     cal_gpu_summary gpu;
     cal_stacks stacks;
     cal_timeline timeline;
+    cal_atypes *atypes; /* allocation types and lifetimes, or NULL */
 };
 
 static void *vec_push(vec *v)
@@ -96,6 +97,9 @@ void cal_profile_free(cal_profile *p)
     cal_map_clear(&p->thread_index);
     cal_stacks_free(&p->stacks);
     cal_timeline_free(&p->timeline);
+    if (p->atypes)
+        cal_atypes_free(p->atypes);
+    free(p->atypes);
     free(p);
 }
 
@@ -473,3 +477,15 @@ const cal_leak *cal_profile_leak_at(const cal_profile *p, size_t i)
 {
     return vec_at(&p->leaks, i);
 }
+
+cal_atypes *cal_profile_atypes(cal_profile *p)
+{
+    if (!p->atypes) {
+        p->atypes = malloc(sizeof *p->atypes);
+        if (p->atypes)
+            cal_atypes_init(p->atypes);
+    }
+    return p->atypes;
+}
+
+const cal_atypes *cal_profile_atypes_at(const cal_profile *p) { return p->atypes; }

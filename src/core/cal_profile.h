@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cal_atypes.h"
 #include "cal_series.h"
 #include "cal_stacks.h"
 #include "cal_timeline.h"
@@ -273,5 +274,11 @@ const cal_thread_stat *cal_profile_thread_at(const cal_profile *p, size_t i);
 void cal_times_add(cal_times *dst, const cal_times *src);
 int64_t cal_times_cpu(const cal_times *t); /* python + native + system */
 int64_t cal_times_all(const cal_times *t); /* cpu + waiting */
+
+/* The allocation types and lifetimes (cal_atypes.h), created empty on
+   first use (NULL on allocation failure); the const one is NULL when none
+   were recorded. */
+cal_atypes *cal_profile_atypes(cal_profile *p);
+const cal_atypes *cal_profile_atypes_at(const cal_profile *p);
 
 #endif

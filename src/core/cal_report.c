@@ -987,6 +987,7 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
     json_files(&j, p);
     json_leaks(&j, p);
     json_stacks(&j, p);
+    cal_atypes_json(&j, p);
 
     cal_buf notes;
     cal_buf_init(&notes);

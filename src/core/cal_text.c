@@ -1120,6 +1120,7 @@ void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out)
     if (cal_jv_len(cal_jv_get(root, "files")))
         legend(&r);
     files_tables(&r);
+    cal_view_text_types(root, r.width, out);
     leaks_section(&r);
     if (o->outfile)
         cal_buf_printf(out, "\ncalipers: profile written to %s\n", o->outfile);

@@ -52,6 +52,10 @@ unsigned cal_view_control(const char *p, size_t *len);
 /* Append the terminal report of `root` (checked) to out. */
 void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out);
 
+/* Append the report's "what is allocated" block (cal_text_types.c): the
+   top types by sampled bytes, or nothing without "allocated_types". */
+void cal_view_text_types(const cal_jv *root, int width, cal_buf *out);
+
 /* Append s HTML-escaped (<, >, &, quotes), what cal_view_control names
    shown as its code. */
 void cal_view_add_html(cal_buf *out, const char *s);

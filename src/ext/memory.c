@@ -56,6 +56,7 @@
  */
 #include "memory.h" /* Python.h first */
 
+#include "alloctypes.h"
 #include "calipers_shim.h"
 #include "nogil.h"
 #include "pyinternals.h"
@@ -83,6 +84,9 @@ typedef struct qevent {
     uint64_t cookie;     /* Q_FREE: the allocation's cookie */
     int64_t a;           /* alloc, free, copy: weight; footprint: live */
     int64_t t;
+    const void *ptr;   /* Q_FREE: the block (alloctypes) */
+    int64_t clock, gc; /* Q_FREE: allocation clock and collections then */
+    size_t size;       /* Q_ALLOC: the block's size */
 } qevent;
 
 typedef struct recent_alloc {
@@ -362,13 +366,17 @@ static void drain(void)
         calx_where w;
         switch (e.kind) {
         case Q_ALLOC:
-        case Q_COPY:
+        case Q_COPY: {
             calx_session_where_cached(drained, e.nframes, &w);
-            (void)credit(&w, calx_session_thread(e.ident, e.tid), e.cut, e.a, e.python,
-                         e.kind == Q_COPY, e.t);
+            uint64_t c = credit(&w, calx_session_thread(e.ident, e.tid), e.cut, e.a,
+                                e.python, e.kind == Q_COPY, e.t);
+            if (e.kind == Q_ALLOC)
+                calx_atypes_unfollowed(e.size, e.a, e.python, cookie_line(c));
             break;
+        }
         case Q_FREE:
             freed(e.cookie, e.a, e.t);
+            calx_atypes_died(e.ptr, e.clock, e.t, e.gc, 0);
             break;
         case Q_FOOTPRINT:
             calx_session_where_cached(drained, e.nframes, &w);
@@ -456,16 +464,21 @@ static int where_now(calx_where *w, uint32_t *thread, const qevent *proto)
 
 static uint64_t on_alloc(void *ptr, size_t size, int64_t weight, int python)
 {
-    (void)size;
     if (calx_session_paused())
         return 0; /* profiling is off: not credited, not tracked */
     int64_t t = calx_session_elapsed_ns();
-    qevent e = {.kind = Q_ALLOC, .python = (uint8_t)python, .a = weight, .t = t};
+    qevent e = {
+        .kind = Q_ALLOC, .python = (uint8_t)python, .a = weight, .t = t, .size = size};
     calx_where w;
     uint32_t thread;
     if (!where_now(&w, &thread, &e))
         return 0;
     uint64_t cookie = credit(&w, thread, 0, weight, python, 0, t);
+    if (cookie)
+        calx_atypes_born(ptr, size, weight, python, cookie_line(cookie),
+                         M.api->alloc_clock(), t);
+    else
+        calx_atypes_unfollowed(size, weight, python, CAL_PROFILE_NONE);
     if (cookie_line(cookie) != CAL_PROFILE_NONE) {
         M.recent[M.recent_next] = (recent_alloc){ptr, cookie_line(cookie), t};
         M.recent_next = (M.recent_next + 1) % RECENT;
@@ -483,13 +496,21 @@ static void on_free(void *ptr, uint64_t cookie, int64_t weight)
         atomic_store(&M.watched_freed, 1);
     }
     pthread_mutex_unlock(&M.mu);
+    int64_t clock = M.api->alloc_clock(), gc = calx_gc_collections();
     if (!calx_current_if_gil_held() || !calx_nogil_trylock()) {
-        qevent e = {.kind = Q_FREE, .cookie = cookie, .a = weight, .t = t};
+        qevent e = {.kind = Q_FREE,
+                    .cookie = cookie,
+                    .a = weight,
+                    .t = t,
+                    .ptr = ptr,
+                    .clock = clock,
+                    .gc = gc};
         enqueue(&e);
         return;
     }
     drain();
     freed(cookie, weight, t);
+    calx_atypes_died(ptr, clock, t, gc, 1);
     calx_nogil_unlock();
 }
 
@@ -583,6 +604,10 @@ static int attach(const cal_shim_api *api, const calx_memory_config *config,
         PyErr_SetString(PyExc_RuntimeError, "calipers: the memory shim is in use");
         return -1;
     }
+    if (calx_atypes_start(profile) != 0) {
+        api->detach();
+        return -1;
+    }
     M.attached = 1;
     M.epoch = 0;
     api->reset_mark_peak();
@@ -640,9 +665,15 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
     PyMem_GetAllocator(PYMEM_DOMAIN_MEM, (PyMemAllocatorEx *)&orig_mem);
     hook.ctx = &orig_mem;
     PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &hook);
+    /* The object domain's own entry points: its samples say so. */
+    PyMemAllocatorEx obj_hook = {&orig_obj, api->py_obj_malloc, api->py_obj_calloc,
+                                 api->py_obj_realloc, api->py_free};
+    if (usable)
+        obj_hook = (PyMemAllocatorEx){&orig_obj, api->py_obj_malloc_sized,
+                                      api->py_obj_calloc_sized,
+                                      api->py_obj_realloc_sized, api->py_free_sized};
     PyMem_GetAllocator(PYMEM_DOMAIN_OBJ, (PyMemAllocatorEx *)&orig_obj);
-    hook.ctx = &orig_obj;
-    PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, &hook);
+    PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, &obj_hook);
     M.hooked = 1;
     calx_start_world(interp);
     api->guard_leave(g);
@@ -678,6 +709,7 @@ int64_t calx_memory_pass(void)
     if (!M.attached)
         return -1;
     drain();
+    calx_atypes_settle();
     cal_shim_counters c;
     M.api->counters(&c);
     int64_t live = c.live_native + c.live_python - M.base_live;
@@ -741,6 +773,7 @@ void calx_memory_stop(void)
     pthread_mutex_lock(&M.mu);
     settle_watched();
     pthread_mutex_unlock(&M.mu);
+    calx_atypes_stop();
 
     cal_shim_counters c;
     api->counters(&c);

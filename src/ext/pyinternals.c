@@ -725,3 +725,24 @@ PyThreadState *calx_current_if_gil_held(void)
 #endif
     return cur == mine ? mine : NULL;
 }
+
+/* ---- the garbage collector's count of collections --------------------------
+ * The interpreter's own per-generation statistics (what gc.get_stats()
+ * returns), read where they are kept: nothing is registered with the
+ * collector, so gc.callbacks, gc.get_count(), the thresholds and
+ * gc.isenabled() read as without us.  A word read without the GIL (a
+ * thread queueing a free) may be one collection stale: harmless. */
+int64_t calx_gc_collections(void)
+{
+#ifdef CALX_KNOWN_LAYOUT
+    PyInterpreterState *interp = PyInterpreterState_Main();
+    if (!interp)
+        return -1;
+    int64_t n = 0;
+    for (int i = 0; i < NUM_GENERATIONS; i++)
+        n += (int64_t)interp->gc.generation_stats[i].collections;
+    return n;
+#else
+    return -1;
+#endif
+}

@@ -139,5 +139,10 @@ void calx_start_world(PyInterpreterState *interp);
    returns is async-signal-safe and allocates nothing. */
 typedef size_t (*calx_usable_fn)(const void *ptr);
 calx_usable_fn calx_pyalloc_usable_fn(void);
+/* Garbage collections of any generation so far in the main interpreter
+   (each one examines the youngest generation), read from the collector's
+   statistics without touching what the program can observe; -1 when this
+   interpreter's layout is unknown.  Any thread, GIL or not. */
+int64_t calx_gc_collections(void);
 
 #endif

@@ -24,6 +24,11 @@
 #define CAL_SHIM_RISING 1
 #define CAL_SHIM_NEW_PEAK 2
 
+/* hooks.alloc's `python`: which of Python's allocator domains made it. */
+#define CAL_SHIM_NATIVE 0
+#define CAL_SHIM_PYMEM 1 /* PyMem_* (buffers) */
+#define CAL_SHIM_PYOBJ 2 /* PyObject_* (objects, and a few buffers) */
+
 /* Exact counters since the process started (live bytes and totals are
    usable sizes for malloc'd blocks, requested sizes for Python's allocator,
    whole arenas for pymalloc's small objects). */
@@ -39,8 +44,9 @@ typedef struct cal_shim_counters {
     int64_t dropped;      /* samples lost (table full, callback failed) */
 } cal_shim_counters;
 
-/* What the extension is told.  `python` is 1 for an allocation through
-   Python's allocator (PyMem_*, PyObject_*), 0 for native code's malloc.
+/* What the extension is told.  `python` is CAL_SHIM_PYMEM or
+   CAL_SHIM_PYOBJ for an allocation through Python's allocator (PyMem_*,
+   PyObject_*: which domain's hook saw it), 0 for native code's malloc.
    `weight` is the number of bytes the sample stands for (cal_bsamp.h). */
 typedef struct cal_shim_hooks {
     /* A sampled allocation of `size` bytes at `ptr`.  Returns a nonzero
@@ -143,6 +149,20 @@ typedef struct cal_shim_api {
     void *(*py_calloc_sized)(void *ctx, size_t nelem, size_t elsize);
     void *(*py_realloc_sized)(void *ctx, void *ptr, size_t new_size);
     void (*py_free_sized)(void *ctx, void *ptr);
+    /* The object domain's hooks (PYMEM_DOMAIN_OBJ): as py_malloc, py_calloc
+       and py_realloc (py_free serves both), but their samples are reported
+       as CAL_SHIM_PYOBJ. */
+    void *(*py_obj_malloc)(void *ctx, size_t size);
+    void *(*py_obj_calloc)(void *ctx, size_t nelem, size_t elsize);
+    void *(*py_obj_realloc)(void *ctx, void *ptr, size_t new_size);
+    /* The allocation clock: bytes ever allocated (native + Python), with
+       the calling thread's own count exact to the byte (other threads'
+       up to their next sample point).  Safe inside a callback. */
+    int64_t (*alloc_clock)(void);
+    /* The object domain's hooks that count as the _sized ones do. */
+    void *(*py_obj_malloc_sized)(void *ctx, size_t size);
+    void *(*py_obj_calloc_sized)(void *ctx, size_t nelem, size_t elsize);
+    void *(*py_obj_realloc_sized)(void *ctx, void *ptr, size_t new_size);
 } cal_shim_api;
 
 #endif

@@ -741,18 +741,23 @@ static void api_set_py_usable(size_t (*usable)(const void *))
     atomic_store(&py_usable, usable);
 }
 
-static inline void python_alloc(void *p, size_t n)
+static inline void python_alloc(void *p, size_t n, int kind)
 {
     uint64_t k = points(&T.python, n);
     if (UNLIKELY(k))
-        sample_alloc(p, n, k, 1);
+        sample_alloc(p, n, k, kind);
 }
 
-/* Each hook is written once, for `sized` 0 and 1 (the compiler drops
-   py_count from the first). */
+/* Each hook is written once and made into one entry point per domain and
+   per way of counting: `kind` (CAL_SHIM_PYMEM or CAL_SHIM_PYOBJ) and
+   `sized` are constants in each, so the object domain's hooks are the same
+   instructions as the PyMem domain's but for the constant the slow path
+   hands on (the engine reads an object's type only from blocks of the
+   object domain), and py_count is gone from the hooks that are not
+   sized. */
 #define INLINE static inline __attribute__((always_inline))
 
-INLINE void *py_malloc_as(int sized, void *ctx, size_t n)
+INLINE void *py_malloc_as(int sized, int kind, void *ctx, size_t n)
 {
     cal_shim_pymem *o = ctx;
     if (UNLIKELY(T.in_py))
@@ -763,11 +768,11 @@ INLINE void *py_malloc_as(int sized, void *ctx, size_t n)
         py_count(sized, p, 1);
     T.in_py = 0;
     if (LIKELY(p) && LIKELY(!T.guard))
-        python_alloc(p, n);
+        python_alloc(p, n, kind);
     return p;
 }
 
-INLINE void *py_calloc_as(int sized, void *ctx, size_t nelem, size_t elsize)
+INLINE void *py_calloc_as(int sized, int kind, void *ctx, size_t nelem, size_t elsize)
 {
     cal_shim_pymem *o = ctx;
     if (UNLIKELY(T.in_py))
@@ -778,11 +783,11 @@ INLINE void *py_calloc_as(int sized, void *ctx, size_t nelem, size_t elsize)
         py_count(sized, p, 1);
     T.in_py = 0;
     if (LIKELY(p) && LIKELY(!T.guard))
-        python_alloc(p, nelem * elsize);
+        python_alloc(p, nelem * elsize, kind);
     return p;
 }
 
-INLINE void *py_realloc_as(int sized, void *ctx, void *p, size_t n)
+INLINE void *py_realloc_as(int sized, int kind, void *ctx, void *p, size_t n)
 {
     cal_shim_pymem *o = ctx;
     if (UNLIKELY(T.in_py))
@@ -799,7 +804,7 @@ INLINE void *py_realloc_as(int sized, void *ctx, void *p, size_t n)
         py_count(sized, p, 1); /* failed: p is as it was */
     T.in_py = 0;
     if (LIKELY(q) && LIKELY(!T.guard))
-        python_alloc(q, n);
+        python_alloc(q, n, kind);
     return q;
 }
 
@@ -819,25 +824,27 @@ INLINE void py_free_as(int sized, void *ctx, void *p)
     T.in_py = 0;
 }
 
-static void *py_malloc(void *ctx, size_t n) { return py_malloc_as(0, ctx, n); }
-static void *py_calloc(void *ctx, size_t m, size_t n)
-{
-    return py_calloc_as(0, ctx, m, n);
-}
-static void *py_realloc(void *ctx, void *p, size_t n)
-{
-    return py_realloc_as(0, ctx, p, n);
-}
+/* The entry points: NAME (the PyMem domain), NAME_obj (the object domain),
+   and each again _sized. */
+#define PY_HOOKS(suffix, sized, kind)                                                  \
+    static void *py_malloc##suffix(void *ctx, size_t n)                                \
+    {                                                                                  \
+        return py_malloc_as(sized, kind, ctx, n);                                      \
+    }                                                                                  \
+    static void *py_calloc##suffix(void *ctx, size_t m, size_t n)                      \
+    {                                                                                  \
+        return py_calloc_as(sized, kind, ctx, m, n);                                   \
+    }                                                                                  \
+    static void *py_realloc##suffix(void *ctx, void *p, size_t n)                      \
+    {                                                                                  \
+        return py_realloc_as(sized, kind, ctx, p, n);                                  \
+    }
+PY_HOOKS(, 0, CAL_SHIM_PYMEM)
+PY_HOOKS(_obj, 0, CAL_SHIM_PYOBJ)
+PY_HOOKS(_sized, 1, CAL_SHIM_PYMEM)
+PY_HOOKS(_obj_sized, 1, CAL_SHIM_PYOBJ)
+
 static void py_free(void *ctx, void *p) { py_free_as(0, ctx, p); }
-static void *py_malloc_sized(void *ctx, size_t n) { return py_malloc_as(1, ctx, n); }
-static void *py_calloc_sized(void *ctx, size_t m, size_t n)
-{
-    return py_calloc_as(1, ctx, m, n);
-}
-static void *py_realloc_sized(void *ctx, void *p, size_t n)
-{
-    return py_realloc_as(1, ctx, p, n);
-}
 static void py_free_sized(void *ctx, void *p) { py_free_as(1, ctx, p); }
 
 /* pymalloc's arenas (mmap'ed, so invisible to malloc): Python footprint. */
@@ -1006,6 +1013,16 @@ static void api_reset(void)
     T.guard = g;
 }
 
+static int64_t api_alloc_clock(void)
+{
+    uint8_t g = T.guard;
+    T.guard = 1;
+    flush_totals();
+    T.guard = g;
+    return atomic_load_explicit(&G.alloc_native, memory_order_relaxed) +
+           atomic_load_explicit(&G.alloc_python, memory_order_relaxed);
+}
+
 EXPORT const cal_shim_api calipers_shim_api = {
     .abi = CAL_SHIM_ABI,
     .attach = api_attach,
@@ -1030,6 +1047,13 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .reset_mark_peak = api_reset_mark_peak,
     .set_unsampled = api_set_unsampled,
     .set_py_usable = api_set_py_usable,
+    .py_obj_malloc = py_malloc_obj,
+    .py_obj_calloc = py_calloc_obj,
+    .py_obj_realloc = py_realloc_obj,
+    .alloc_clock = api_alloc_clock,
+    .py_obj_malloc_sized = py_malloc_obj_sized,
+    .py_obj_calloc_sized = py_calloc_obj_sized,
+    .py_obj_realloc_sized = py_realloc_obj_sized,
 };
 
 /* ---- process events ------------------------------------------------------------- */
