@@ -6,6 +6,7 @@ import platform
 import re
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -20,6 +21,8 @@ EXT = next(PACKAGE.glob("_calipers.*.so"))
 LAUNCHER = Path(sys.executable).parent / "calipers"
 ARCH = platform.machine()
 PY = "cp%d%d" % sys.version_info[:2]
+#: The ABI tag: cp314t on the free-threaded build.
+ABI = PY + (sysconfig.get_config_var("abi_thread") or "")
 
 METADATA = """Metadata-Version: 2.4
 Name: calipers
@@ -34,10 +37,10 @@ See [the format](https://github.com/calipers-profiler/calipers/blob/main/docs/FO
 """
 
 
-def make_wheel(directory, platform, extra=None, py=PY, metadata=METADATA):
-    """A wheel of the installed package tagged py-py-platform; `extra` maps
+def make_wheel(directory, platform, extra=None, py=PY, metadata=METADATA, abi=ABI):
+    """A wheel of the installed package tagged py-abi-platform; `extra` maps
     more archive names to files to add."""
-    name = directory / ("calipers-0.1.0-%s-%s-%s.whl" % (py, py, platform))
+    name = directory / ("calipers-0.1.0-%s-%s-%s.whl" % (py, abi, platform))
     files = {"calipers/" + p.relative_to(PACKAGE).as_posix(): p.read_bytes()
              for p in PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     for arc, path in (extra or {}).items():
@@ -45,7 +48,7 @@ def make_wheel(directory, platform, extra=None, py=PY, metadata=METADATA):
     info = "calipers-0.1.0.dist-info/"
     files[info + "METADATA"] = metadata.encode()
     files[info + "WHEEL"] = ("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
-                             "Tag: %s-%s-%s\n" % (py, py, platform)).encode()
+                             "Tag: %s-%s-%s\n" % (py, abi, platform)).encode()
     files["calipers-0.1.0.data/scripts/calipers-py"] = (ROOT / "src" / "scripts" /
                                                          "calipers-py").read_bytes()
     files["calipers-0.1.0.data/scripts/calipers"] = LAUNCHER.read_bytes()
@@ -78,12 +81,12 @@ def test_a_linux_tagged_wheel_fails_until_retagged(tmp_path):
     assert "linux_%s is not a manylinux platform tag" % ARCH in r.stdout, r.stdout
     r = check("--retag", wheel)
     major, minor = max(glibc_needed(), (2, 17))
-    want = "calipers-0.1.0-%s-%s-manylinux_%d_%d_%s.whl" % (PY, PY, major, minor, ARCH)
+    want = "calipers-0.1.0-%s-%s-manylinux_%d_%d_%s.whl" % (PY, ABI, major, minor, ARCH)
     assert r.returncode == 0, r.stdout
     assert "retagged: %s" % want in r.stdout
     assert [p.name for p in tmp_path.glob("*.whl")] == [want]
     with zipfile.ZipFile(tmp_path / want) as z:
-        assert "Tag: %s-%s-manylinux_%d_%d_%s" % (PY, PY, major, minor, ARCH) in z.read(
+        assert "Tag: %s-%s-manylinux_%d_%d_%s" % (PY, ABI, major, minor, ARCH) in z.read(
             "calipers-0.1.0.dist-info/WHEEL").decode()
         assert z.read("calipers/libcalipers_shim.so") == (PACKAGE / "libcalipers_shim.so").read_bytes()
 
@@ -118,9 +121,10 @@ def test_a_library_outside_the_policy_fails_and_is_not_retagged(tmp_path):
 def test_the_interpreter_tag_must_be_the_extensions(tmp_path):
     other = "cp%d%d" % (sys.version_info[0], sys.version_info[1] + 1)
     major, minor = max(glibc_needed(), (2, 17))
-    r = check(make_wheel(tmp_path, "manylinux_%d_%d_%s" % (major, minor, ARCH), py=other))
+    r = check(make_wheel(tmp_path, "manylinux_%d_%d_%s" % (major, minor, ARCH), py=other,
+                         abi=other + ABI[len(PY):]))
     assert r.returncode == 1
-    assert "the extension module is built for %s-%s" % (PY, PY) in r.stdout, r.stdout
+    assert "the extension module is built for %s-%s" % (PY, ABI) in r.stdout, r.stdout
 
 
 def test_metadata_licence_and_links(tmp_path):
