@@ -143,6 +143,8 @@ def test_terminal_block(typed_run):
     block = text[text.index("what is allocated:"):].splitlines()
     assert block[1].split()[:4] == ["type", "bytes", "share", "survived"]
     shown = [row.split()[0] for row in block[2:10] if row.startswith("  ") and row.split()]
-    assert "str" in shown and "bytes" in shown
+    # The free-threaded build reads no types: its block says so.
+    expected = ["unknown"] if FREE_THREADED else ["str", "bytes"]
+    assert all(name in shown for name in expected), (shown, block)
     for row in block:
         assert len(row) <= 100
