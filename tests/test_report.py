@@ -216,3 +216,20 @@ def test_run_min_percent(run_calipers):
     bad = run_calipers(PROGRAMS / "waits.py", options=["--min-percent", "x"])
     assert bad.returncode == 2
     assert bad.stderr == "calipers: error: --min-percent: expected a percentage from 0 to 100, not 'x'\n"
+
+
+def test_the_profile_says_which_build_ran_it(run_calipers, tmp_path):
+    """A free-threaded interpreter (PEP 703) is named in the profile and in
+    the report's header, where CPU above wall time is then normal."""
+    import sysconfig
+
+    free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    prog = tmp_path / "short.py"
+    prog.write_text("sum(range(100000))\n")
+    run = run_calipers(prog)
+    assert run.returncode == 0, run.stderr
+    program = run.profile["program"]
+    assert program["python_build"] == ("free-threaded" if free_threaded else "default")
+    header = run.stderr.split("\n\n")[0]
+    said = "free-threaded Python %st" % program["python_version"]
+    assert (said in " ".join(header.split())) == free_threaded, header

@@ -608,6 +608,8 @@ def _meta():
         "calipers_version": __version__,
         "python_version": "%d.%d.%d" % sys.version_info[:3],
         "python_executable": sys.executable,
+        # The free-threaded build (PEP 703) says so in its ABI flags.
+        "python_build": "free-threaded" if "t" in getattr(sys, "abiflags", "") else "default",
         "cwd": _state.get("cwd", ""),
         "script": _state.get("script") or None,
         "module": _state.get("module") or None,

@@ -916,6 +916,10 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
     cal_json_string(&j, m->python_version);
     cal_json_key(&j, "python_executable");
     cal_json_string(&j, m->python_executable);
+    if (m->python_build && *m->python_build) {
+        cal_json_key(&j, "python_build");
+        cal_json_string(&j, m->python_build);
+    }
     cal_json_key(&j, "start_time_unix");
     cal_json_fixed(&j, m->start_unix,
                    6); /* to the microsecond: merging aligns clocks by it */

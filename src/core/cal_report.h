@@ -21,6 +21,7 @@ typedef struct cal_meta {
     const char *calipers_version;
     const char *python_version;
     const char *python_executable;
+    const char *python_build; /* "default", "free-threaded", or NULL: not written */
     const char *cwd;
     const char *script; /* NULL when run with -m */
     const char *module; /* NULL when run as a script */

@@ -437,6 +437,11 @@ static void header(report *r)
     double paused = cal_jv_getnum(sum, "paused_s", 0);
     if (paused > 0)
         cal_buf_printf(&h, "; profiling was off for %.2f\x01s of it", paused);
+    /* Threads there run at once: CPU above wall time is normal. */
+    const char *build = cal_jv_getstr(prog, "python_build", "default");
+    if (strcmp(build, "free-threaded") == 0)
+        cal_buf_printf(&h, "; free-threaded Python %st",
+                       cal_jv_getstr(prog, "python_version", "?"));
     if (h.data)
         add_wrapped(r->out, h.data, r->width, 10, r->tty);
     cal_buf_free(&h);

@@ -132,6 +132,7 @@ static const cal_jmember PROGRAM_M[] = {
     {"pid", 1, &ID},
     {"python_version", 1, &STR},
     {"python_executable", 1, &STR},
+    {"python_build", 0, &STR},
     {"start_time_unix", 1, &UNIX_TIME},
     {NULL, 0, NULL},
 };

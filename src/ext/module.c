@@ -428,6 +428,7 @@ static int meta_from_dict(PyObject *d, meta_holder *h)
     m->calipers_version = meta_str(d, "calipers_version");
     m->python_version = meta_str(d, "python_version");
     m->python_executable = meta_str(d, "python_executable");
+    m->python_build = meta_str(d, "python_build");
     m->cwd = meta_str(d, "cwd");
     m->script = meta_str(d, "script");
     m->module = meta_str(d, "module");
