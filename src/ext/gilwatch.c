@@ -162,11 +162,11 @@ static int start_thread(void)
 int calx_gilwatch_start(PyInterpreterState *interp)
 {
     W.interp = interp;
-#ifdef Py_GIL_DISABLED
-    /* No GIL to watch: the sampler labels each thread's interval by
-       whether its thread state was attached at the tick (sampler.c). */
-    return 0;
-#endif
+    /* On the free-threaded build there is no GIL to watch (the sampler
+       labels each interval by the thread's state at the pass) and the
+       holder always reads NULL; the watcher still runs for its other
+       job: each thread's last CPU reading before it ends (credit_tail in
+       sampler.c), which nothing else can read once the thread is gone. */
     W.enabled = 1;
     return __atomic_load_n(&W.n, __ATOMIC_RELAXED) ? start_thread() : 0;
 }

@@ -12,6 +12,10 @@
  * It is a thread of its own so that it keeps looking while the sampler
  * thread waits for the GIL.
  *
+ * On the free-threaded build (no GIL, no holder) it only keeps each
+ * thread's last CPU reading, for the stretch a thread runs after its last
+ * sample before it ends (calx_gilwatch_last).
+ *
  * Own lock; set_threads and take are called from sampling passes under the
  * GIL.  Never dereferences a thread state: the holder's thread id is read
  * through process_vm_readv (cal_vmread), which fails instead of faulting

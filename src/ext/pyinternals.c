@@ -336,6 +336,14 @@ int calx_thread_attached(const PyThreadState *ts)
 
 void calx_stop_world(PyInterpreterState *interp) { _PyEval_StopTheWorld(interp); }
 void calx_start_world(PyInterpreterState *interp) { _PyEval_StartTheWorld(interp); }
+
+int calx_gil_enabled(PyInterpreterState *interp)
+{
+    /* _PyEval_IsGILEnabled, from the interpreter rather than a thread
+       state: the count of reasons it is on (INT_MAX for good). */
+    const struct _gil_runtime_state *gil = interp->ceval.gil;
+    return gil && __atomic_load_n(&gil->enabled, __ATOMIC_RELAXED) != 0;
+}
 #else
 int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
                               calx_frame *out, int max)
@@ -347,6 +355,11 @@ int calx_thread_attached(const PyThreadState *ts)
 {
     (void)ts;
     return -1;
+}
+int calx_gil_enabled(PyInterpreterState *interp)
+{
+    (void)interp;
+    return 1;
 }
 void calx_stop_world(PyInterpreterState *interp) { (void)interp; }
 void calx_start_world(PyInterpreterState *interp) { (void)interp; }
@@ -680,6 +693,15 @@ int calx_thread_attached(const PyThreadState *ts)
 {
     (void)ts;
     return -1;
+}
+int calx_gil_enabled(PyInterpreterState *interp)
+{
+    (void)interp;
+#ifdef Py_GIL_DISABLED
+    return 0; /* not readable without the layout: as it starts */
+#else
+    return 1;
+#endif
 }
 void calx_stop_world(PyInterpreterState *interp) { (void)interp; }
 void calx_start_world(PyInterpreterState *interp) { (void)interp; }

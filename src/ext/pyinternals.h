@@ -125,6 +125,13 @@ int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
    build.  Relaxed: a hint of the moment. */
 int calx_thread_attached(const PyThreadState *ts);
 
+/* 1 if a GIL keeps the interpreter's threads apart right now: always on
+   the default build; on the free-threaded build only once something
+   switched it on at run time (PYTHON_GIL=1, or importing an extension
+   module that does not declare Py_MOD_GIL_NOT_USED).  Relaxed: it
+   changes only at such an import.  Any thread, GIL or not. */
+int calx_gil_enabled(PyInterpreterState *interp);
+
 /* The free-threaded build: stop every other thread of the interpreter at
    a safe point (CPython's own stop-the-world, as the GC does), and start
    them again.  The caller is attached and holds no lock another thread

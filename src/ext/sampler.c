@@ -53,6 +53,31 @@
  * spent in each state because the ticks are independent of the program
  * (PASTA); the per-thread totals are exact.
  *
+ * OFF-CPU SAMPLES (the free-threaded build, its GIL off)
+ *
+ * With no GIL the passes are independent of the other threads, and read
+ * them wherever they are, running or not.  A thread that is runnable but
+ * preempted sits where the scheduler stopped it, and that is not a place
+ * drawn at random from its CPU time: the kernel (EEVDF, Linux 6.6+)
+ * checks a thread's slice whenever its clock is updated, so a thread
+ * that reads its own CPU clock (time.thread_time(), a system call) is
+ * preempted right there far more often than anywhere else.  Four threads
+ * on two cores running `while thread_time() < t: for ...: total += i`
+ * had half their CPU on the `while` line, which runs 1% of it.  So a
+ * pass reads each thread's CPU clock before and after walking its stack:
+ * if it stood still, the thread was off every CPU, and its sample keeps
+ * only the waiting (it was there, waiting, which wall-clock sampling
+ * estimates without bias); the CPU of the interval is held (held_cpu) for
+ * the next sample that finds the thread on a CPU.  Those samples fall at
+ * times uniform in the thread's own CPU time, so crediting each with the
+ * CPU since the previous one is the same unbiased estimator as before,
+ * in CPU time instead of wall time.  What is still held when a thread
+ * ends goes with its last stretch (credit_tail), and the final pass
+ * credits everything.  With the GIL switched on at run time (an
+ * extension module that does not declare it runs without it), passes
+ * hold the GIL again, everyone else waits for it off a CPU, and the
+ * default build's rules apply (E.gil_free).
+ *
  * LIMITATIONS
  *   - A worker thread in native code that keeps the GIL (sorted() of a big
  *     list in a worker) counts as Python; the main thread's delay test does
@@ -100,6 +125,7 @@
 #define TAKEOVER_NS 1000000    /* how long to wait for the main thread */
 #define MIN_WATCHED_NS 2000000 /* CPU watched before a thread's split is updated */
 #define GPU_PERIOD_NS 50000000 /* at most one NVML reading per 50 ms */
+#define HOLD_PASSES 8          /* off-CPU samples in a row that may hold CPU */
 
 #define PLACE_FUNCS 64
 
@@ -127,11 +153,15 @@ typedef struct calx_thread {
                             the holder's thread id cannot be read) */
     int64_t last_wall, last_cpu, last_sys;
     int64_t sys_carry;
-    place left;         /* where a sample last found it in Python (file NONE:
-                           in no profiled code) */
-    int left_set;       /* a sample has found it in Python */
-    cal_times unplaced; /* Python it ran before any sample found it in
-                           Python: for the first place one does */
+    place left;                 /* where a sample last found it in Python (file NONE:
+                                   in no profiled code) */
+    int left_set;               /* a sample has found it in Python */
+    cal_times unplaced;         /* Python it ran before any sample found it in
+                                   Python: for the first place one does */
+    int64_t held_cpu, held_sys; /* free-threaded build: CPU read at samples
+                                   that found it off a CPU, for the next
+                                   sample that finds it on one (credit) */
+    int held_passes;            /* ... and how many samples in a row did */
 } calx_thread;
 
 /* A thread of the process that is not a Python thread (BLAS, OpenMP or
@@ -162,6 +192,9 @@ typedef struct pass_entry {
                                       tick that asked: its clocks then */
     int attached;                  /* free-threaded build: its thread state was attached
                                       at the pass (1), detached (0), or neither (-1) */
+    int off_cpu;                   /* free-threaded build, not the main thread: its CPU
+                                      clock stood still while it was read (it was
+                                      preempted or blocked): its CPU waits (credit) */
 } pass_entry;
 
 /* Waiting seen in an idle asyncio event loop, to credit to the lines its
@@ -222,7 +255,9 @@ typedef struct engine {
     PyObject *awaiting;   /* awaiting(ident) -> coroutine chains, or NULL */
     awaiting_stash loops[MAX_LOOPS];
     size_t nloops;
-    int in_pass; /* a pass is running (it may call Python) */
+    int in_pass;  /* a pass is running (it may call Python) */
+    int gil_free; /* the current pass: the free-threaded build, its GIL off
+                     (an import can switch it on: calx_gil_enabled) */
     int64_t dropped;
 
     /* Set at start, read-only afterwards. */
@@ -648,6 +683,20 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     cal_times t = {0};
     t.waiting_ns = d_wall > d_cpu ? d_wall - d_cpu : 0;
     t.samples = samples;
+    if (pe->off_cpu && ++th->held_passes >= HOLD_PASSES)
+        pe->off_cpu = 0; /* starved of CPU-time samples: credited here */
+    if (pe->off_cpu) {
+        /* Found off a CPU (OFF-CPU SAMPLES, above): its waiting is here,
+           its CPU goes to the next sample that finds it running. */
+        th->held_cpu += d_cpu;
+        th->held_sys += d_sys;
+        d_cpu = d_sys = 0;
+    } else {
+        th->held_passes = 0;
+        d_cpu += th->held_cpu;
+        d_sys += th->held_sys;
+        th->held_cpu = th->held_sys = 0;
+    }
     if (pe->asked) {
         /* The main thread, off the CPU since the tick that asked for this
            sample, answering as its block ended: the CPU it used before
@@ -669,7 +718,7 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     }
     set_cpu(&t, d_cpu, d_sys, native_share);
 
-    if (pe->frameless) {
+    if (pe->frameless && !pe->off_cpu) {
         /* Outside Python now: a C thread between its calls into Python
            (waiting in PyGILState_Ensure, or with no thread state at all),
            or a Python thread on its way out.  What it ran holding the GIL
@@ -692,7 +741,9 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
         t.python_ns = 0;
         t.system_ns -= used.system_ns;
     }
-    if (!pe->frameless) {
+    if (!pe->frameless && !pe->off_cpu) {
+        /* (A place found off a CPU is where it was preempted, not where
+           its CPU went: not remembered for the CPU handed out there.) */
         remember_place(th, pe, native_share);
         flush_unplaced(th);
     }
@@ -728,21 +779,42 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
 }
 
 /* A thread that ended since its previous sample: its CPU since then, as
-   last read by the watcher (within a look, 1 ms, of its end), to where a
-   sample last found it in Python; user time split as last seen, but for
+   last read by the watcher (within a look, 1 ms, of its end), and the CPU
+   held for a sample that found it running (free-threaded build), to where
+   a sample last found it in Python; user time split as last seen, but for
    system time the kernel had reported and we had not credited yet. */
-static void credit_tail(const calx_thread *th)
+static void credit_tail(calx_thread *th)
 {
-    int64_t cpu, ran;
-    if (calx_session_paused() || !calx_gilwatch_last(th->clock, &cpu, &ran) ||
-        cpu <= th->last_cpu)
+    int64_t cpu, ran, used = 0, waiting = 0;
+    if (calx_gilwatch_last(th->clock, &cpu, &ran) && cpu > th->last_cpu) {
+        used = cpu - th->last_cpu;
+        waiting = ran - th->last_wall > used ? ran - th->last_wall - used : 0;
+        th->last_cpu = cpu; /* credited up to there: once */
+        th->last_wall = ran > th->last_wall ? ran : th->last_wall;
+    }
+    int64_t sys = th->sys_carry < used ? th->sys_carry : used;
+    sys = sys < 0 ? 0 : sys;
+    th->sys_carry -= sys;
+    sys += th->held_sys;
+    used += th->held_cpu;
+    th->held_cpu = th->held_sys = 0;
+    if (calx_session_paused() || used + waiting <= 0)
         return;
     cal_times t = {0};
-    int64_t used = cpu - th->last_cpu;
-    int64_t sys = th->sys_carry < used ? th->sys_carry : used;
-    set_cpu(&t, used, sys < 0 ? 0 : sys, th->native_share);
-    t.waiting_ns = ran - th->last_wall > used ? ran - th->last_wall - used : 0;
+    set_cpu(&t, used, sys, th->native_share);
+    t.waiting_ns = waiting;
     credit_place(th->stat, &th->left, &t);
+}
+
+/* Free-threaded build: did the thread stay off every CPU while the pass
+   read it?  `cpu` is its CPU clock read before (OFF-CPU SAMPLES).  Never
+   at the final pass (it accounts the tail, held CPU included), and never
+   for the main thread (its samples are the ticks', taken as it answers). */
+static int stood_still(const calx_thread *th, int64_t cpu, enum pass_kind kind)
+{
+    if (!E.gil_free || th->is_main || kind == PASS_FINAL)
+        return 0;
+    return cal_clock_thread_cpu_sigsafe(th->clock) == cpu;
 }
 
 /* The threads a pass found no thread state for.  Alive, they are outside
@@ -750,7 +822,7 @@ static void credit_tail(const calx_thread *th)
    out): each gets a frameless entry from n on, and the count of entries is
    returned.  Gone, they get their last stretch (credit_tail) and leave the
    registry at the sweep.  The main thread is never among them. */
-static size_t sample_stateless(size_t n)
+static size_t sample_stateless(size_t n, enum pass_kind kind)
 {
     for (size_t i = 0; i < E.nthreads; i++) {
         calx_thread *th = &E.threads[i];
@@ -775,7 +847,8 @@ static size_t sample_stateless(size_t n)
                          .func = CAL_PROFILE_NONE,
                          .node = calx_session_stack(th->stat, NULL, 0, &folded),
                          .funcs_at = E.pass_nfuncs,
-                         .frameless = 1};
+                         .frameless = 1,
+                         .off_cpu = stood_still(th, times.cpu_ns, kind)};
         th->seen = 1;
     }
     return n;
@@ -1099,6 +1172,7 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
         return; /* credit_awaiting runs Python, which may let another pass try */
     }
     E.in_pass = 1;
+    E.gil_free = calx_nogil_build() && !calx_gil_enabled(E.interp);
     pass_footprint = calx_memory_pass();
     pass_gpu = calx_gpu_pass(calx_session_profile(), calx_session_origin());
     int64_t wall = cal_clock_now_ns();
@@ -1160,6 +1234,9 @@ again:
             th->seen = 1;
             continue;
         }
+        /* After the walk: the clock moved while it ran if the thread was
+           on a CPU, and then what the walk saw is where its CPU goes. */
+        pe->off_cpu = stood_still(th, pe->times.cpu_ns, kind);
         th->seen = 1;
         n++;
     }
@@ -1169,7 +1246,7 @@ again:
         learn_codes_world_stopped();
         goto again;
     }
-    n = sample_stateless(n);
+    n = sample_stateless(n, kind);
 
     /* The main thread's split comes from the service delay; the others'
        from what gilwatch saw since their previous sample (or, if they used
@@ -1179,14 +1256,20 @@ again:
         double share;
         if (th->is_main)
             th->native_share = main_native;
-        else if (calx_nogil_build()) {
+        else if (E.gil_free) {
             /* No GIL to watch: the interval is labelled by the thread's
                state at the pass (an unbiased estimate, as the main
                thread's is: the ticks are independent of the program),
                attached (bytecode) or detached (native code, which let go
                of its thread state: Py_BEGIN_ALLOW_THREADS).  A frameless
-               entry has no thread state to ask. */
-            if (!E.pass[i].frameless && E.pass[i].attached >= 0)
+               entry, on a CPU, runs C outside Python (a C thread between
+               its calls into it).  A thread found off a CPU labels
+               nothing: its CPU waits for a sample that finds it on one. */
+            if (E.pass[i].off_cpu)
+                continue;
+            if (E.pass[i].frameless)
+                th->native_share = 1.0;
+            else if (E.pass[i].attached >= 0)
                 th->native_share = E.pass[i].attached ? 0.0 : 1.0;
         } else if (calx_gilwatch_take(th->clock, MIN_WATCHED_NS, &share))
             th->native_share = share;
@@ -1213,8 +1296,13 @@ again:
         credit(pe, until, th->native_share, kind != PASS_FINAL);
     }
     if (kind == PASS_FINAL)
-        for (size_t i = 0; i < E.nthreads; i++)
+        for (size_t i = 0; i < E.nthreads; i++) {
+            /* CPU still held (free-threaded build): a thread this pass
+               could not sample (a torn walk) */
+            if (calx_nogil_build())
+                credit_tail(&E.threads[i]);
             flush_unplaced(&E.threads[i]);
+        }
     for (size_t i = 0; i < n; i++)
         resolve_name(&E.threads[E.pass[i].ti]);
     if (kind != PASS_SAMPLER) {
@@ -1444,8 +1532,8 @@ static void *sampler_main(void *arg)
            new to see, and asking for the GIL would only block this thread
            (and stop the ticks) until the call returns.  Otherwise it is
            blocked or runs without the GIL: sample the others ourselves. */
-        if (!calx_nogil_build() && calx_gil_holder_sigsafe(E.interp) == E.main_ts)
-            continue; /* without a GIL the others run meanwhile: sample them */
+        if (calx_gil_holder_sigsafe(E.interp) == E.main_ts)
+            continue; /* (never, without a GIL: the others run meanwhile) */
         pthread_mutex_unlock(&E.mu);
         if (sampler_take_gil(&own) == 0) {
             if (!atomic_load(&E.stopping) && atomic_load(&E.active))
