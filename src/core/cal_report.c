@@ -99,6 +99,18 @@ size_t cal_report_notes(const cal_profile *p, const cal_meta *m, cal_buf *out)
                        (long long)m->dropped);
         n++;
     }
+    /* A torn sample's interval goes to its thread's next one: time is not
+       lost, only placed a little later.  Worth a word only when that
+       happened often enough to blur where the threads were. */
+    if (m->torn > 0 && m->torn * 100 >= t.all.samples) {
+        cal_buf_printf(out,
+                       "%lld samples (%.0f%%) of threads running in parallel were "
+                       "dropped: their stacks changed while being read; their time "
+                       "went to the same threads' next samples.\n",
+                       (long long)m->torn,
+                       100.0 * (double)m->torn / (double)(t.all.samples + m->torn));
+        n++;
+    }
     const cal_gpu_summary *gpu = cal_profile_gpu_at(p);
     if (gpu->reason != CAL_PROFILE_NONE) {
         if (gpu->state == CAL_GPU_ON && gpu->stopped_at >= 0)

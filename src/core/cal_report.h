@@ -38,6 +38,8 @@ typedef struct cal_meta {
     int cpu_only;
     int lines_off;   /* frames could not be read: nothing is credited to lines */
     int64_t dropped; /* samples lost to allocation failure */
+    int64_t
+        torn; /* free-threaded: samples dropped, their stack changing under the read */
     const char *const *notes; /* the owner's own notes, appended as they are */
     size_t nnotes;
 } cal_meta;

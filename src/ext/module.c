@@ -457,6 +457,7 @@ static int meta_from_dict(PyObject *d, meta_holder *h)
     m->cpu_only = meta_num(d, "cpu_only") != 0;
     m->lines_off = meta_num(d, "lines_off") != 0;
     m->dropped = calx_sampler_dropped();
+    m->torn = calx_sampler_torn();
     return 0;
 }
 

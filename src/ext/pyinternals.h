@@ -114,7 +114,7 @@ int64_t calx_pymalloc_arena_bytes(void);
    object on it is not known yet.  On the default build, the same as
    calx_thread_frames(ts, NULL, out, max).  Caller holds
    calx_threads_lock. */
-#define CALX_WALK_TORN (-1)
+#define CALX_WALK_TORN (-3) /* apart from -1, out of memory */
 #define CALX_WALK_UNKNOWN (-2)
 int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
                               calx_frame *out, int max);

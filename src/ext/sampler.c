@@ -259,6 +259,7 @@ typedef struct engine {
     int gil_free; /* the current pass: the free-threaded build, its GIL off
                      (an import can switch it on: calx_gil_enabled) */
     int64_t dropped;
+    int64_t torn; /* free-threaded: samples whose stack changed under the read */
 
     /* Set at start, read-only afterwards. */
     PyInterpreterState *interp;
@@ -1230,7 +1231,10 @@ again:
             /* Out of memory, or a stack that changed under the read (or
                still unknown) on the free-threaded build: this sample is
                dropped; its interval goes to the thread's next one. */
-            E.dropped++;
+            if (rc == CALX_WALK_TORN)
+                E.torn++;
+            else
+                E.dropped++;
             th->seen = 1;
             continue;
         }
@@ -1774,6 +1778,7 @@ static int engine_start(int forked_child)
     E.main_ident = PyThread_get_thread_ident();
     E.pid = getpid();
     E.dropped = 0;
+    E.torn = 0;
     clockid_t sched;
     if (pthread_getcpuclockid(pthread_self(), &sched) != 0) {
         PyErr_SetString(PyExc_OSError, "calipers: no per-thread CPU clock");
@@ -2015,6 +2020,14 @@ int64_t calx_sampler_dropped(void)
 {
     calx_nogil_lock();
     int64_t n = E.dropped;
+    calx_nogil_unlock();
+    return n;
+}
+
+int64_t calx_sampler_torn(void)
+{
+    calx_nogil_lock();
+    int64_t n = E.torn;
     calx_nogil_unlock();
     return n;
 }

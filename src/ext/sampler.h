@@ -77,5 +77,9 @@ int calx_sampler_running(void);
 
 /* Samples dropped so far (GIL held). */
 int64_t calx_sampler_dropped(void);
+/* Samples of other threads dropped on the free-threaded build because
+   their stack changed while it was read (their time goes to the same
+   threads' next samples).  GIL (engine lock). */
+int64_t calx_sampler_torn(void);
 
 #endif
