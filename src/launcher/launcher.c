@@ -145,8 +145,16 @@ static int package_dir(const char *bindir, char *out, size_t size)
         if (n < 0 || (size_t)n >= size)
             return -1;
         n = snprintf(boot, sizeof boot, "%s/_boot/sitecustomize.py", out);
-        if (n > 0 && (size_t)n < sizeof boot && access(boot, R_OK) == 0)
+        if (n > 0 && (size_t)n < sizeof boot && access(boot, R_OK) == 0 &&
+            size >= PATH_MAX) {
+            char real[PATH_MAX];
+            if (!realpath(out, real))
+                return -1;
+            strcpy(
+                out,
+                real); /* without "bin/..": the paths the program's environment shows */
             return 0;
+        }
     }
     return -1;
 }
