@@ -643,7 +643,13 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
        and no Python object is made). */
     calx_usable_fn usable = calx_pyalloc_usable_fn();
     api->set_py_usable(usable);
-    if (attach(api, config, profile, calx_pymalloc_arena_bytes()) != 0) {
+    /* With pymalloc (its arenas are there: the interpreter has objects
+       already) a request of up to 512 bytes never reaches malloc(); 32 of
+       them are left for the debug hooks' header (PYTHONMALLOC=pymalloc_debug,
+       -X dev), which ask pymalloc for that much more. */
+    int64_t arenas = calx_pymalloc_arena_bytes();
+    api->set_small_direct(!usable && arenas > 0 ? 512 - 32 : 0);
+    if (attach(api, config, profile, arenas) != 0) {
         api->set_py_usable(NULL);
         calx_start_world(interp);
         api->guard_leave(g);

@@ -159,6 +159,12 @@ typedef struct cal_shim_api {
        the calling thread's own count exact to the byte (other threads'
        up to their next sample point).  Safe inside a callback. */
     int64_t (*alloc_clock)(void);
+    /* Python's allocator is pymalloc, which serves requests up to `limit`
+       bytes from its pools without calling malloc(): the hooks then send
+       them straight on (a tail call, nothing set around it).  0 (the
+       default): every request takes the full path.  Set before the hooks
+       are installed. */
+    void (*set_small_direct)(size_t limit);
     /* The object domain's hooks that count as the _sized ones do. */
     void *(*py_obj_malloc_sized)(void *ctx, size_t size);
     void *(*py_obj_calloc_sized)(void *ctx, size_t nelem, size_t elsize);

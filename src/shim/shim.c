@@ -692,22 +692,44 @@ static inline void copied(size_t n)
         sample_copy(k);
 }
 
-EXPORT void *memcpy(void *dst, const void *src, size_t n)
+/* The rare paths of memcpy and memmove, out of line so that the common
+   one keeps no frame: before the real function is resolved, and a copy
+   that reaches a sample point. */
+static COLD void *copy_rare(void *dst, const void *src, size_t n, int move)
 {
-    if (UNLIKELY(!R.memcpy))
+    void *(*real)(void *, const void *, size_t) = move ? R.memmove : R.memcpy;
+    if (!real)
         return boot_copy(dst, src, n);
-    void *r = R.memcpy(dst, src, n);
+    void *r = real(dst, src, n);
     copied(n);
     return r;
 }
 
+/* Counted before the copy, so that the copy is a tail call (a sample
+   point reached is the same point whether the copy is done yet or not). */
+static inline __attribute__((always_inline)) void *copy_as(void *dst, const void *src,
+                                                           size_t n, int move)
+{
+    void *(*real)(void *, const void *, size_t) = move ? R.memmove : R.memcpy;
+    if (UNLIKELY(!real))
+        return copy_rare(dst, src, n, move);
+    if (COUNTING()) {
+        int64_t left = T.copy.left - (int64_t)n;
+        if (UNLIKELY(left <= 0))
+            return copy_rare(dst, src, n, move);
+        T.copy.left = left;
+    }
+    return real(dst, src, n);
+}
+
+EXPORT void *memcpy(void *dst, const void *src, size_t n)
+{
+    return copy_as(dst, src, n, 0);
+}
+
 EXPORT void *memmove(void *dst, const void *src, size_t n)
 {
-    if (UNLIKELY(!R.memmove))
-        return boot_copy(dst, src, n);
-    void *r = R.memmove(dst, src, n);
-    copied(n);
-    return r;
+    return copy_as(dst, src, n, 1);
 }
 
 /* ---- Python's allocator ------------------------------------------------------ */
@@ -741,6 +763,13 @@ static void api_set_py_usable(size_t (*usable)(const void *))
     atomic_store(&py_usable, usable);
 }
 
+/* Requests up to this size go straight to the original allocator, in a
+   tail call (api_set_small_direct): 0 until the extension says pymalloc
+   serves them.  Set before the hooks are installed; read relaxed. */
+static _Atomic size_t small_direct;
+
+static void api_set_small_direct(size_t limit) { atomic_store(&small_direct, limit); }
+
 static inline void python_alloc(void *p, size_t n, int kind)
 {
     uint64_t k = points(&T.python, n);
@@ -757,7 +786,10 @@ static inline void python_alloc(void *p, size_t n, int kind)
    sized. */
 #define INLINE static inline __attribute__((always_inline))
 
-INLINE void *py_malloc_as(int sized, int kind, void *ctx, size_t n)
+/* The full path of the malloc hooks, out of line so that the common one
+   (below) keeps no frame. */
+static __attribute__((noinline)) void *py_malloc_full(int sized, int kind, void *ctx,
+                                                      size_t n)
 {
     cal_shim_pymem *o = ctx;
     if (UNLIKELY(T.in_py))
@@ -770,6 +802,27 @@ INLINE void *py_malloc_as(int sized, int kind, void *ctx, size_t n)
     if (LIKELY(p) && LIKELY(!T.guard))
         python_alloc(p, n, kind);
     return p;
+}
+
+/* The common case: a small object, no sample point reached.  pymalloc
+   serves it from its pools and never calls malloc() for it, so in_py need
+   not be set around the call, and the call is a tail call: no frame, no
+   store but the sampler's countdown.  (A request that fails has then
+   counted towards the next sample point: pymalloc fails a small request
+   only when memory has run out.) */
+INLINE void *py_malloc_as(int sized, int kind, void *ctx, size_t n)
+{
+    cal_shim_pymem *o = ctx;
+    if (!sized &&
+        LIKELY(n <= atomic_load_explicit(&small_direct, memory_order_relaxed)) &&
+        LIKELY(!T.in_py) && LIKELY(!T.guard)) {
+        int64_t left = T.python.left - (int64_t)n;
+        if (LIKELY(left > 0)) {
+            T.python.left = left;
+            return o->malloc(o->ctx, n);
+        }
+    }
+    return py_malloc_full(sized, kind, ctx, n);
 }
 
 INLINE void *py_calloc_as(int sized, int kind, void *ctx, size_t nelem, size_t elsize)
@@ -1047,6 +1100,7 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .reset_mark_peak = api_reset_mark_peak,
     .set_unsampled = api_set_unsampled,
     .set_py_usable = api_set_py_usable,
+    .set_small_direct = api_set_small_direct,
     .py_obj_malloc = py_malloc_obj,
     .py_obj_calloc = py_calloc_obj,
     .py_obj_realloc = py_realloc_obj,
