@@ -77,6 +77,24 @@ def test_volumes_and_python_native_split(run_calipers):
     assert got >= 0.9 * sum(truth.values())
 
 
+@pytest.mark.parametrize("allocator", ["malloc", "pymalloc_debug"])
+def test_volumes_under_other_python_allocators(run_calipers, allocator):
+    """PYTHONMALLOC=malloc (Python's objects from malloc) and the debug
+    hooks (a larger request from pymalloc for each object): the shim sends
+    small requests straight to pymalloc only when pymalloc serves them
+    without malloc(), so each byte is counted once, as Python's."""
+    prog = PROGRAMS / "volumes.py"
+    run = run_calipers(prog, TRUTH, options=["--memory-interval", "32k"],
+                       env={"PYTHONMALLOC": allocator})
+    assert run.returncode == 0, run.stderr
+    lines = run.lines("volumes.py")
+    for marker in ("small-objects", "bytes-objects"):
+        rec = lines[line_of(prog, marker)]
+        want = run.truth[marker]
+        assert alloc(rec) == pytest.approx(want, rel=0.10), (allocator, marker, mem(rec), want)
+        assert mem(rec)["alloc_python_bytes"] >= 0.90 * alloc(rec), (allocator, marker, mem(rec))
+
+
 def test_leak_reported_churn_not(run_calipers):
     prog = PROGRAMS / "leaks.py"
     # 64 KiB: the leak's 122 MB is ~1860 points, 2.3% (15% is 6.5 of those)
