@@ -46,6 +46,10 @@ def test_parallel_threads_get_their_own_cpu(run_calipers, n):
 
 
 @needs_ft
+@pytest.mark.xfail(strict=False, reason="known gap (issue 27): on a machine whose cores are "
+                   "busy, few samples find the burning threads on a CPU, and the scheduler "
+                   "preempts them at their thread_time() call, so the burn line's share goes "
+                   "partly to the loop's while line (docs/INTERNALS.md, off-CPU samples)")
 def test_parallel_cpu_exceeds_wall(run_calipers):
     import os
     if len(os.sched_getaffinity(0)) < 2:

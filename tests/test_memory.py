@@ -3,6 +3,7 @@ volumes per line (Python vs native), the 512 MiB peak test, leaks, copy
 volume, threads, native threads and fork under the shim, --cpu-only."""
 import re
 import subprocess
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,9 @@ def test_volumes_and_python_native_split(run_calipers):
     assert got >= 0.9 * sum(truth.values())
 
 
+@pytest.mark.skipif(bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+                    reason="the free-threaded build has mimalloc only: PYTHONMALLOC=malloc "
+                    "and pymalloc_debug do not exist there")
 @pytest.mark.parametrize("allocator", ["malloc", "pymalloc_debug"])
 def test_volumes_under_other_python_allocators(run_calipers, allocator):
     """PYTHONMALLOC=malloc (Python's objects from malloc) and the debug

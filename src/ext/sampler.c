@@ -1231,8 +1231,8 @@ again:
             /* Out of memory, or a stack that changed under the read (or
                still unknown) on the free-threaded build: this sample is
                dropped; its interval goes to the thread's next one. */
-            if (rc == CALX_WALK_TORN)
-                E.torn++;
+            if (rc == CALX_WALK_TORN || rc == CALX_WALK_UNKNOWN)
+                E.torn++; /* still unknown: new code ran since it was learnt */
             else
                 E.dropped++;
             th->seen = 1;
