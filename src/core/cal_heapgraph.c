@@ -266,6 +266,7 @@ static uint32_t eval(uint32_t v, uint32_t *ancestor, uint32_t *label,
 int cal_heapgraph_dominators(cal_heapgraph *g)
 {
     size_t n = g->n, m1 = n + 1; /* preorder numbers: 0 the virtual root */
+    int rc = -1;
     free(g->idom);
     free(g->retained);
     g->idom = malloc((n ? n : 1) * sizeof *g->idom);
@@ -361,7 +362,9 @@ int cal_heapgraph_dominators(cal_heapgraph *g)
     for (uint32_t i = m - 1; i >= 1; i--)
         if (parent[i] != 0)
             g->retained[vertex[parent[i]]] += g->retained[vertex[i]];
+    rc = 0;
 
+fail: /* rc is still -1: the results go too */
     free(pre);
     free(vertex);
     free(parent);
@@ -371,22 +374,13 @@ int cal_heapgraph_dominators(cal_heapgraph *g)
     free(stack);
     free(poff);
     free(preds);
-    return 0;
-fail:
-    free(pre);
-    free(vertex);
-    free(parent);
-    free(semi);
-    free(label);
-    free(ancestor);
-    free(stack);
-    free(poff);
-    free(preds);
-    free(g->idom);
-    free(g->retained);
-    g->idom = NULL;
-    g->retained = NULL;
-    return -1;
+    if (rc != 0) {
+        free(g->idom);
+        free(g->retained);
+        g->idom = NULL;
+        g->retained = NULL;
+    }
+    return rc;
 }
 
 int cal_heapgraph_path(const cal_heapgraph *g, uint32_t target, uint32_t **path,
