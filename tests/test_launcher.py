@@ -175,3 +175,28 @@ def test_run_inside_a_profiled_program(tmp_path):
     assert seen["env"] == {"PYTHONPATH": "/nonexistent/own"} and seen["shim"]
     inner = json.loads((tmp_path / "inner.json").read_text())
     assert any(f["path"].endswith("prog.py") for f in inner["files"])
+
+
+@pytest.mark.parametrize("launch", ["zz", "99:short", "3:abc4:--no-such"])
+def test_a_hostile_calipers_launch_is_refused_before_the_program(tmp_path, launch):
+    """CALIPERS_LAUNCH is read from the environment: what the launcher did
+    not write is a one-line error, and the program does not run."""
+    (tmp_path / "prog.py").write_text("open('ran', 'w').close()\n")
+    proc = run([sys.executable, "prog.py"], tmp_path,
+               env={"PYTHONPATH": str(PACKAGE / "_boot"), "CALIPERS_LAUNCH": launch})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("calipers: error: ")
+    assert "Traceback" not in proc.stderr and not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("build", [5, None, ["free-threaded"]])
+def test_a_wrongly_typed_python_build_is_refused_by_view(tmp_path, build):
+    (tmp_path / "prog.py").write_text("sum(range(1000))\n")
+    proc = run([LAUNCHER, "run", "--no-report", "-o", "p.json", "prog.py"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "p.json").read_text())
+    doc["program"]["python_build"] = build
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    view = run([sys.executable, "-m", "calipers", "view", "p.json"], tmp_path)
+    assert view.returncode != 0 and view.stderr.count("\n") == 1, view.stderr
+    assert "Traceback" not in view.stderr
