@@ -1,6 +1,5 @@
 """CPU attribution against ground truth that the programs measure themselves."""
 import json
-import sysconfig
 
 import pytest
 
@@ -118,12 +117,6 @@ def test_function_bias(run_calipers, share):
     assert cpu(funcs["helper"]["total"]) <= cpu(funcs["with_call"]["total"])
 
 
-@pytest.mark.xfail(bool(sysconfig.get_config_var("Py_GIL_DISABLED")), strict=False,
-                   reason="known gap on the free-threaded build (issue 27): on a loaded "
-                   "machine the scheduler preempts a thread as it reads its own CPU clock, so "
-                   "passes that read threads where they stand find the busy loop's `while` "
-                   "line too often (docs/INTERNALS.md, off-CPU samples); per-thread CPU "
-                   "timers would fix it")
 def test_threads(run_calipers):
     prog = PROGRAMS / "threads.py"
     run = run_calipers(prog, TRUTH)

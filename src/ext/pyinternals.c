@@ -277,6 +277,53 @@ void calx_frames_resolve(calx_frame *frames, int n)
  * A thread state itself stays valid while the caller holds the
  * interpreters' thread-list lock (calx_threads_lock).
  */
+/* One copied frame, checked: 1 if it is stored in *out, 0 if the walk
+   skips it, CALX_WALK_UNKNOWN or CALX_WALK_TORN. */
+static int check_frame(const calx_raw_frame *f, int (*known)(const void *code),
+                       calx_frame *out)
+{
+    if (f->owner >= FRAME_OWNED_BY_INTERPRETER || !f->code)
+        return 0;
+    if (!known(f->code))
+        return CALX_WALK_UNKNOWN;
+    PyObject *exe = (PyObject *)f->code;
+    if (!PyCode_Check(exe))
+        return 0; /* a known address is a code object (the table has only
+                     those); kept for clarity */
+    PyCodeObject *code = (PyCodeObject *)exe;
+    _PyCodeArray *tlbc = _PyCode_GetTLBCArray(code);
+    if (f->tlbc < 0 || f->tlbc >= tlbc->size || !tlbc->entries[f->tlbc])
+        return CALX_WALK_TORN;
+    const _Py_CODEUNIT *base = (const _Py_CODEUNIT *)tlbc->entries[f->tlbc];
+    intptr_t lasti = (const _Py_CODEUNIT *)f->instr - base;
+    if (lasti < 0 || lasti > Py_SIZE(code))
+        return CALX_WALK_TORN;
+    if (lasti < code->_co_firsttraceable && f->owner != FRAME_OWNED_BY_GENERATOR)
+        return 0; /* incomplete: not started yet (_PyFrame_IsIncomplete) */
+    out->code = code;
+    out->offset = (int)lasti * (int)sizeof(_Py_CODEUNIT);
+    out->line = CALX_LINE_UNRESOLVED;
+    return 1;
+}
+
+/* Copy the frame at address f (untrusted) through the window. */
+static int copy_frame_sigsafe(cal_vmread *w, const void *f, calx_raw_frame *out,
+                              const void **previous)
+{
+    union {
+        frame_t fr;
+        char raw[sizeof(frame_t)];
+    } u;
+    if (cal_vmread_sigsafe(w, f, u.raw, offsetof(frame_t, localsplus)) != 0)
+        return -1;
+    *previous = u.fr.previous;
+    out->code = CODE_OF(&u.fr);
+    out->instr = u.fr.instr_ptr;
+    out->tlbc = u.fr.tlbc_index;
+    out->owner = u.fr.owner;
+    return 0;
+}
+
 int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
                               calx_frame *out, int max)
 {
@@ -288,44 +335,55 @@ int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
     const void *first = __atomic_load_n(&ts->current_frame, __ATOMIC_ACQUIRE);
     const void *f = first;
     int n = 0;
-    union {
-        frame_t fr;
-        char raw[sizeof(frame_t)];
-    } u;
     for (int depth = 0; f && n < max; depth++) {
-        if (depth > 4 * max ||
-            cal_vmread_sigsafe(w, f, u.raw, offsetof(frame_t, localsplus)))
+        calx_raw_frame raw;
+        if (depth > 4 * max || copy_frame_sigsafe(w, f, &raw, &f) != 0)
             return CALX_WALK_TORN; /* a cycle in garbage, or a freed chunk */
-        f = u.fr.previous;
-        if (u.fr.owner >= FRAME_OWNED_BY_INTERPRETER)
-            continue;
-        PyObject *exe = CODE_OF(&u.fr);
-        if (!exe)
-            continue;
-        if (!known(exe))
-            return CALX_WALK_UNKNOWN;
-        if (!PyCode_Check(exe))
-            continue; /* a known address is a code object (the table has
-                         only those); kept for clarity */
-        PyCodeObject *code = (PyCodeObject *)exe;
-        _PyCodeArray *tlbc = _PyCode_GetTLBCArray(code);
-        if (u.fr.tlbc_index < 0 || u.fr.tlbc_index >= tlbc->size ||
-            !tlbc->entries[u.fr.tlbc_index])
-            return CALX_WALK_TORN;
-        const _Py_CODEUNIT *base = (const _Py_CODEUNIT *)tlbc->entries[u.fr.tlbc_index];
-        intptr_t lasti = u.fr.instr_ptr - base;
-        if (lasti < 0 || lasti > Py_SIZE(code))
-            return CALX_WALK_TORN;
-        if (lasti < code->_co_firsttraceable && u.fr.owner != FRAME_OWNED_BY_GENERATOR)
-            continue; /* incomplete: not started yet (_PyFrame_IsIncomplete) */
-        out[n].code = code;
-        out[n].offset = (int)lasti * (int)sizeof(_Py_CODEUNIT);
-        out[n].line = CALX_LINE_UNRESOLVED;
-        n++;
+        int rc = check_frame(&raw, known, &out[n]);
+        if (rc < 0)
+            return rc;
+        n += rc;
     }
     if (__atomic_load_n(&ts->current_frame, __ATOMIC_ACQUIRE) != first)
         return CALX_WALK_TORN;
     return n;
+}
+
+int calx_frames_copy_sigsafe(cal_vmread *w, const PyThreadState *ts,
+                             calx_raw_frame *out, int max, int *more, int *attached)
+{
+    *more = 0;
+    *attached = -1;
+    if (layout_problem)
+        return 0;
+    cal_vmread_reset_sigsafe(w, getpid());
+    const void *f;
+    int state;
+    if (cal_vmread_sigsafe(w, &ts->current_frame, &f, sizeof f) != 0 ||
+        cal_vmread_sigsafe(w, &ts->state, &state, sizeof state) != 0)
+        return CALX_WALK_TORN;
+    *attached = state == _Py_THREAD_ATTACHED   ? 1
+                : state == _Py_THREAD_DETACHED ? 0
+                                               : -1;
+    int n = 0;
+    while (f && n < max)
+        if (copy_frame_sigsafe(w, f, &out[n++], &f) != 0)
+            return CALX_WALK_TORN;
+    *more = f != NULL;
+    return n;
+}
+
+int calx_frames_check(const calx_raw_frame *raw, int n, int (*known)(const void *code),
+                      calx_frame *out)
+{
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        int rc = check_frame(&raw[i], known, &out[kept]);
+        if (rc < 0)
+            return rc;
+        kept += rc;
+    }
+    return kept;
 }
 
 int calx_thread_attached(const PyThreadState *ts)
@@ -350,6 +408,20 @@ int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
 {
     (void)known;
     return calx_thread_frames(ts, NULL, out, max);
+}
+int calx_frames_copy_sigsafe(cal_vmread *w, const PyThreadState *ts,
+                             calx_raw_frame *out, int max, int *more, int *attached)
+{
+    (void)w, (void)ts, (void)out, (void)max;
+    *more = 0;
+    *attached = -1;
+    return 0;
+}
+int calx_frames_check(const calx_raw_frame *raw, int n, int (*known)(const void *code),
+                      calx_frame *out)
+{
+    (void)raw, (void)n, (void)known, (void)out;
+    return 0;
 }
 int calx_thread_attached(const PyThreadState *ts)
 {
@@ -687,6 +759,20 @@ int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
                               calx_frame *out, int max)
 {
     (void)ts, (void)known, (void)out, (void)max;
+    return 0;
+}
+int calx_frames_copy_sigsafe(cal_vmread *w, const PyThreadState *ts,
+                             calx_raw_frame *out, int max, int *more, int *attached)
+{
+    (void)w, (void)ts, (void)out, (void)max;
+    *more = 0;
+    *attached = -1;
+    return 0;
+}
+int calx_frames_check(const calx_raw_frame *raw, int n, int (*known)(const void *code),
+                      calx_frame *out)
+{
+    (void)raw, (void)n, (void)known, (void)out;
     return 0;
 }
 int calx_thread_attached(const PyThreadState *ts)

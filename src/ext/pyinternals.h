@@ -119,6 +119,31 @@ int64_t calx_pymalloc_arena_bytes(void);
 int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
                               calx_frame *out, int max);
 
+/* A frame copied from a running thread's stack, nothing in it trusted
+   yet (the free-threaded 3.14t; other builds never fill one). */
+typedef struct calx_raw_frame {
+    const void *code;  /* its executable's address */
+    const void *instr; /* its instruction pointer */
+    int32_t tlbc;      /* which copy of the bytecode that points into */
+    int32_t owner;     /* who owns the frame (FRAME_OWNED_BY_*) */
+} calx_raw_frame;
+
+/* Copy up to max frames of ts, innermost first, through the window w
+   (cal_vmread): nothing is dereferenced, so ts itself may be gone.  For
+   a thread reading its own stack in a signal handler (cputicks.c).  Sets
+   *more if the stack goes on past max, and *attached as
+   calx_thread_attached would answer.  Returns the number copied, or
+   CALX_WALK_TORN if a read failed.  Async-signal-safe. */
+int calx_frames_copy_sigsafe(struct cal_vmread *w, const PyThreadState *ts,
+                             calx_raw_frame *out, int max, int *more, int *attached);
+
+/* Check copied frames as calx_thread_frames_remote checks the frames it
+   reads, keeping the ones a walk keeps, in out[0..n).  Returns how many,
+   CALX_WALK_UNKNOWN or CALX_WALK_TORN.  Caller holds the engine lock
+   (the code table's). */
+int calx_frames_check(const calx_raw_frame *raw, int n, int (*known)(const void *code),
+                      calx_frame *out);
+
 /* The free-threaded build: 1 if the thread's state is attached (it may
    run bytecode), 0 if detached (in native code, or blocked), -1 if
    neither (suspended for a stop-the-world pause) or on the default

@@ -67,16 +67,21 @@
  * pass reads each thread's CPU clock before and after walking its stack:
  * if it stood still, the thread was off every CPU, and its sample keeps
  * only the waiting (it was there, waiting, which wall-clock sampling
- * estimates without bias); the CPU of the interval is held (held_cpu) for
- * the next sample that finds the thread on a CPU.  Those samples fall at
- * times uniform in the thread's own CPU time, so crediting each with the
- * CPU since the previous one is the same unbiased estimator as before,
- * in CPU time instead of wall time.  What is still held when a thread
- * ends goes with its last stretch (credit_tail), and the final pass
- * credits everything.  With the GIL switched on at run time (an
- * extension module that does not declare it runs without it), passes
- * hold the GIL again, everyone else waits for it off a CPU, and the
- * default build's rules apply (E.gil_free).
+ * estimates without bias); the CPU of the interval is held (held_cpu).
+ * Where the kernel allows, threads other than the main one sample
+ * themselves on a timer of their own CPU clock (cputicks.h): every pass
+ * holds their CPU, and the ticks take it (take_ticks), each the CPU since
+ * the one before, where it found the thread: moments drawn from the
+ * thread's CPU time alone, the same unbiased estimator as wall-clock
+ * ticks, in CPU time.  Elsewhere the held CPU goes to the next pass that
+ * finds the thread on a CPU (or after HOLD_PASSES that do not); on a
+ * loaded machine few do, and those mostly just after it was put back on
+ * a CPU, where it had been preempted, so the bias comes back in part.
+ * What is still held when a thread ends goes with its last stretch
+ * (credit_tail), and the final pass credits everything.  With the GIL
+ * switched on at run time (an extension module that does not declare it
+ * runs without it), passes hold the GIL again, everyone else waits for it
+ * off a CPU, and the default build's rules apply (E.gil_free).
  *
  * LIMITATIONS
  *   - A worker thread in native code that keeps the GIL (sorted() of a big
@@ -102,6 +107,7 @@
 
 #include "cal_clock.h"
 #include "cal_rand.h"
+#include "cputicks.h"
 #include "gilwatch.h"
 #include "gpu.h"
 #include "memory.h"
@@ -126,6 +132,7 @@
 #define MIN_WATCHED_NS 2000000 /* CPU watched before a thread's split is updated */
 #define GPU_PERIOD_NS 50000000 /* at most one NVML reading per 50 ms */
 #define HOLD_PASSES 8          /* off-CPU samples in a row that may hold CPU */
+#define TICKLESS_NS 200000000  /* CPU a thread may use before its first tick */
 
 #define PLACE_FUNCS 64
 
@@ -162,6 +169,11 @@ typedef struct calx_thread {
                                    that found it off a CPU, for the next
                                    sample that finds it on one (credit) */
     int held_passes;            /* ... and how many samples in a row did */
+    int tick_slot;              /* free-threaded build: its CPU-time ticks
+                                   (cputicks.h), or -1 */
+    int64_t ticks_taken;        /* ... how many so far */
+    int tickless;               /* ... none came (it blocks their signal), or
+                                   it could not be armed */
 } calx_thread;
 
 /* A thread of the process that is not a Python thread (BLAS, OpenMP or
@@ -195,6 +207,8 @@ typedef struct pass_entry {
     int off_cpu;                   /* free-threaded build, not the main thread: its CPU
                                       clock stood still while it was read (it was
                                       preempted or blocked): its CPU waits (credit) */
+    int ticked;                    /* ... or it ticks (cputicks.h): its CPU always
+                                      waits, for its ticks */
 } pass_entry;
 
 /* Waiting seen in an idle asyncio event loop, to credit to the lines its
@@ -260,6 +274,7 @@ typedef struct engine {
                      (an import can switch it on: calx_gil_enabled) */
     int64_t dropped;
     int64_t torn; /* free-threaded: samples whose stack changed under the read */
+    int ticks_on; /* free-threaded: threads other than the main one tick */
 
     /* Set at start, read-only afterwards. */
     PyInterpreterState *interp;
@@ -355,6 +370,7 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
     th->clock = clock;
     th->stat = stat;
     th->is_main = is_main;
+    th->tick_slot = -1;
     th->left.file = CAL_PROFILE_NONE;
     th->left.node = cal_stacks_root(cal_profile_stacks(p), stat);
     cal_thread_times now = {0, 0};
@@ -406,6 +422,8 @@ static void registry_sweep(void)
     for (size_t i = 0; i < E.nthreads; i++) {
         if (E.threads[i].seen || E.threads[i].is_main)
             E.threads[k++] = E.threads[i];
+        else
+            calx_cputicks_disarm(E.threads[i].tick_slot);
     }
     if (k != E.nthreads)
         E.threads_changed = 1;
@@ -484,20 +502,10 @@ static int known_code(const void *code)
     return calx_session_code_known((PyCodeObject *)code);
 }
 
-/* Returns 0, -1 if memory ran out, or (free-threaded build, another
-   thread) CALX_WALK_TORN or CALX_WALK_UNKNOWN (pyinternals.h). */
-static int attribute(PyThreadState *ts, uint32_t stat, const calx_peek *peek,
-                     pass_entry *pe)
+/* Where the frames E.frames[0..n) are: pe's place (file, line, function,
+   functions, stack).  Returns 0, or -1 if memory ran out. */
+static int locate(uint32_t stat, int n, pass_entry *pe)
 {
-    int n;
-    if (calx_nogil_build() && ts != calx_nogil_self()) {
-        /* It runs while we read (nogil.h): a copy, checked. */
-        n = calx_thread_frames_remote(ts, known_code, E.frames, CALX_FRAMES_MAX);
-        if (n < 0)
-            return n;
-    } else {
-        n = calx_thread_frames(ts, peek, E.frames, CALX_FRAMES_MAX);
-    }
     pe->file = CAL_PROFILE_NONE;
     pe->func = CAL_PROFILE_NONE;
     pe->line = 0;
@@ -538,6 +546,23 @@ static int attribute(PyThreadState *ts, uint32_t stat, const calx_peek *peek,
     }
     pe->node = calx_session_stack(stat, E.frames, n, &pe->folded);
     return 0;
+}
+
+/* Returns 0, -1 if memory ran out, or (free-threaded build, another
+   thread) CALX_WALK_TORN or CALX_WALK_UNKNOWN (pyinternals.h). */
+static int attribute(PyThreadState *ts, uint32_t stat, const calx_peek *peek,
+                     pass_entry *pe)
+{
+    int n;
+    if (calx_nogil_build() && ts != calx_nogil_self()) {
+        /* It runs while we read (nogil.h): a copy, checked. */
+        n = calx_thread_frames_remote(ts, known_code, E.frames, CALX_FRAMES_MAX);
+        if (n < 0)
+            return n;
+    } else {
+        n = calx_thread_frames(ts, peek, E.frames, CALX_FRAMES_MAX);
+    }
+    return locate(stat, n, pe);
 }
 
 /* The CPU and system time since the last reading, with system time carried
@@ -671,6 +696,14 @@ static awaiting_stash *loop_stash(unsigned long ident)
     return &E.loops[E.nloops++];
 }
 
+/* A ticking thread no tick has found yet (cputicks.h): a thread whose CPU
+   so far is less than one interval.  If it ends before its first tick,
+   where passes found it is the best there is to credit that CPU to. */
+static int untried(const calx_thread *th, const pass_entry *pe)
+{
+    return pe->ticked && th->ticks_taken == 0;
+}
+
 static void credit(pass_entry *pe, int64_t wall, double native_share, int samples)
 {
     calx_thread *th = &E.threads[pe->ti];
@@ -684,7 +717,7 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
     cal_times t = {0};
     t.waiting_ns = d_wall > d_cpu ? d_wall - d_cpu : 0;
     t.samples = samples;
-    if (pe->off_cpu && ++th->held_passes >= HOLD_PASSES)
+    if (pe->off_cpu && !pe->ticked && ++th->held_passes >= HOLD_PASSES)
         pe->off_cpu = 0; /* starved of CPU-time samples: credited here */
     if (pe->off_cpu) {
         /* Found off a CPU (OFF-CPU SAMPLES, above): its waiting is here,
@@ -742,9 +775,11 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
         t.python_ns = 0;
         t.system_ns -= used.system_ns;
     }
-    if (!pe->frameless && !pe->off_cpu) {
+    if (!pe->frameless && (!pe->off_cpu || untried(th, pe))) {
         /* (A place found off a CPU is where it was preempted, not where
-           its CPU went: not remembered for the CPU handed out there.) */
+           its CPU went: not remembered for the CPU handed out there;
+           unless it is all there is, for a thread that ends before its
+           first tick.) */
         remember_place(th, pe, native_share);
         flush_unplaced(th);
     }
@@ -807,6 +842,73 @@ static void credit_tail(calx_thread *th)
     credit_place(th->stat, &th->left, &t);
 }
 
+static calx_cputick tick_buf; /* engine lock; one pass at a time */
+
+/* Free-threaded build: credit the CPU a ticking thread held to where its
+   ticks found it (cputicks.h).  A tick at CPU clock c takes the CPU from
+   what was last credited up to c (no further than the pass read: the
+   rest waits for the next tick); a tick whose frames do not check is
+   dropped, its CPU going to the next.  All of the ticks' CPU was read by
+   passes (credit), so the totals stay exact. */
+static void take_ticks(calx_thread *th)
+{
+    calx_cputick *k = &tick_buf;
+    while (calx_cputicks_take(th->tick_slot, k)) {
+        th->ticks_taken++;
+        if (!E.gil_free)
+            continue; /* the GIL came on: passes credit CPU again */
+        int64_t upto = k->cpu_ns < th->last_cpu ? k->cpu_ns : th->last_cpu;
+        int64_t cpu = th->held_cpu - (th->last_cpu - upto);
+        if (cpu <= 0)
+            continue;
+        int n = calx_frames_check(k->f, k->n, known_code, E.frames);
+        if (n < 0) {
+            E.torn++;
+            continue;
+        }
+        int64_t sys = th->held_sys < cpu ? th->held_sys : cpu;
+        th->held_cpu -= cpu;
+        th->held_sys -= sys;
+        if (calx_session_paused())
+            continue;
+        pass_entry at = {.ti = (size_t)(th - E.threads)};
+        if (locate(th->stat, n, &at) != 0) {
+            E.dropped++;
+            continue;
+        }
+        double share = n == 0 || k->attached == 0 ? 1.0
+                       : k->attached == 1         ? 0.0
+                                                  : th->native_share;
+        th->native_share = share;
+        cal_times t = {0};
+        set_cpu(&t, cpu, sys, share);
+        if (n > 0) {
+            remember_place(th, &at, share);
+            flush_unplaced(th);
+        }
+        place here = {.file = at.file,
+                      .func = at.func,
+                      .line = at.line,
+                      .node = at.node,
+                      .folded = at.folded};
+        here.nfuncs = at.nfuncs < PLACE_FUNCS ? at.nfuncs : PLACE_FUNCS;
+        memcpy(here.funcs, E.pass_funcs + at.funcs_at,
+               here.nfuncs * sizeof(*here.funcs));
+        credit_place(th->stat, &here, &t);
+    }
+    if (th->tick_slot >= 0 && th->ticks_taken == 0 && th->held_cpu > TICKLESS_NS) {
+        /* Its ticks do not come (a thread that blocks signals): read it
+           where passes find it, as without ticks. */
+        calx_cputicks_disarm(th->tick_slot);
+        th->tick_slot = -1;
+        th->tickless = 1;
+    }
+}
+
+/* Free-threaded build, its GIL off: does the thread tick (its CPU held
+   for its ticks)? */
+static int ticking(const calx_thread *th) { return E.gil_free && th->tick_slot >= 0; }
+
 /* Free-threaded build: did the thread stay off every CPU while the pass
    read it?  `cpu` is its CPU clock read before (OFF-CPU SAMPLES).  Never
    at the final pass (it accounts the tail, held CPU included), and never
@@ -831,6 +933,7 @@ static size_t sample_stateless(size_t n, enum pass_kind kind)
             continue;
         cal_thread_times times;
         if (cal_clock_thread_times_sigsafe(th->clock, &times) != 0) {
+            take_ticks(th);
             credit_tail(th);
             flush_unplaced(th);
             continue;
@@ -849,7 +952,8 @@ static size_t sample_stateless(size_t n, enum pass_kind kind)
                          .node = calx_session_stack(th->stat, NULL, 0, &folded),
                          .funcs_at = E.pass_nfuncs,
                          .frameless = 1,
-                         .off_cpu = stood_still(th, times.cpu_ns, kind)};
+                         .ticked = ticking(th),
+                         .off_cpu = ticking(th) || stood_still(th, times.cpu_ns, kind)};
         th->seen = 1;
     }
     return n;
@@ -1209,6 +1313,13 @@ again:
                gets a new thread state each time. */
             th->ts = ts;
             E.threads_changed = 1;
+            calx_cputicks_retarget(th->tick_slot, ts);
+        }
+        if (E.gil_free && E.ticks_on && !is_main && th->tick_slot < 0 &&
+            !th->tickless && kind != PASS_FINAL) {
+            th->tick_slot =
+                calx_cputicks_arm(ts, cal_clock_thread_tid(th->clock), th->clock);
+            th->tickless = th->tick_slot < 0; /* (all slots taken: not asked again) */
         }
         /* The main thread's interval ends at the last tick (below), and
            its sample is where the tick found it: a native operator (a @ b)
@@ -1240,7 +1351,8 @@ again:
         }
         /* After the walk: the clock moved while it ran if the thread was
            on a CPU, and then what the walk saw is where its CPU goes. */
-        pe->off_cpu = stood_still(th, pe->times.cpu_ns, kind);
+        pe->ticked = ticking(th);
+        pe->off_cpu = pe->ticked || stood_still(th, pe->times.cpu_ns, kind);
         th->seen = 1;
         n++;
     }
@@ -1269,7 +1381,7 @@ again:
                entry, on a CPU, runs C outside Python (a C thread between
                its calls into it).  A thread found off a CPU labels
                nothing: its CPU waits for a sample that finds it on one. */
-            if (E.pass[i].off_cpu)
+            if (E.pass[i].off_cpu && !untried(th, &E.pass[i]))
                 continue;
             if (E.pass[i].frameless)
                 th->native_share = 1.0;
@@ -1299,13 +1411,19 @@ again:
            drawn at a random time, so it does not count as one. */
         credit(pe, until, th->native_share, kind != PASS_FINAL);
     }
+    for (size_t i = 0; i < E.nthreads; i++)
+        if (E.threads[i].seen)
+            take_ticks(&E.threads[i]);
     if (kind == PASS_FINAL)
         for (size_t i = 0; i < E.nthreads; i++) {
             /* CPU still held (free-threaded build): a thread this pass
-               could not sample (a torn walk) */
+               could not sample (a torn walk), or its CPU since its last
+               tick */
             if (calx_nogil_build())
                 credit_tail(&E.threads[i]);
             flush_unplaced(&E.threads[i]);
+            calx_cputicks_disarm(E.threads[i].tick_slot);
+            E.threads[i].tick_slot = -1;
         }
     for (size_t i = 0; i < n; i++)
         resolve_name(&E.threads[E.pass[i].ti]);
@@ -1637,6 +1755,7 @@ static void after_fork_child(void)
     F.forking = F.stopped = F.busy = F.resume_queued = 0;
     calx_gilwatch_reset();
     calx_nogil_after_fork_child();
+    calx_cputicks_after_fork_child();
     calx_memory_after_fork_child();
     calx_signals_after_fork_child();
     calx_gpu_after_fork_child();
@@ -1779,6 +1898,7 @@ static int engine_start(int forked_child)
     E.pid = getpid();
     E.dropped = 0;
     E.torn = 0;
+    E.ticks_on = calx_nogil_build() && calx_cputicks_start(E.interval_ns) == 0;
     clockid_t sched;
     if (pthread_getcpuclockid(pthread_self(), &sched) != 0) {
         PyErr_SetString(PyExc_OSError, "calipers: no per-thread CPU clock");

@@ -16,9 +16,9 @@ cpu = {}
 def spin(secs):
     t0 = time.thread_time()
     x = 0
-    while time.thread_time() - t0 < secs:
+    while time.thread_time() - t0 < secs:  # while-line
         for i in range(2000):  # burn-line
-            x += i
+            x += i  # burn-body
     return x
 
 

@@ -1,0 +1,265 @@
+/*
+ * cputicks — see cputicks.h.
+ *
+ * WHY
+ *
+ * Without a GIL the sampler reads other threads wherever they are, and a
+ * thread that is runnable but preempted sits where the scheduler stopped
+ * it: not a place drawn at random from its CPU time (sampler.c, OFF-CPU
+ * SAMPLES).  Reading its CPU clock before and after the walk tells a
+ * thread found off a CPU from one found running, but on a loaded machine
+ * few passes find a thread running, and those that do find it mostly just
+ * after it was put back on a CPU: where it had been preempted.  A sample
+ * taken by the thread itself when its CPU clock crosses the next interval
+ * is taken on a CPU, at a moment drawn from its CPU time and from nothing
+ * else: the CPU time since the previous one is credited there, an
+ * unbiased estimate whatever the scheduler does.
+ *
+ * HOW
+ *
+ * Each armed thread has a POSIX timer on its own CPU clock that signals
+ * the thread itself (SIGEV_THREAD_ID).  The handler copies the thread's
+ * frames through process_vm_readv into its slot's ring (calx_frames_copy:
+ * nothing dereferenced, no lock, no allocation) with its CPU clock; the
+ * pass takes the ticks under the engine lock and checks their frames
+ * against the code table, as it checks frames it reads itself.
+ *
+ * Safety:
+ *   - No EINTR: since Linux 5.11 on x86-64 (POSIX_CPU_TIMERS_TASK_WORK) a
+ *     CPU timer's expiry is handled on the thread's way back to user mode,
+ *     after the system call it was in has returned, so the signal never
+ *     interrupts one.  Elsewhere the ticks stay off and the sampler reads
+ *     threads where it finds them.
+ *   - The signal is a real-time one at its default action when the ticks
+ *     start (the highest free of SIGRTMAX-7..SIGRTMAX); a program that later
+ *     handles that same signal itself would get our ticks (a limitation,
+ *     docs/INTERNALS.md).  A signal that did not come from a timer is
+ *     given its default action, as without us.
+ *   - The handler stays installed once installed: a tick may still be
+ *     pending after its timer is deleted, and it must not kill the process.
+ *   - Slots are never freed, and a tick names its slot and the slot's
+ *     generation: a tick for a disarmed slot, or one armed again for
+ *     another thread, is ignored.
+ *   - Timers are not inherited across fork(); a child starts with none.
+ */
+#define _GNU_SOURCE
+#include "cputicks.h" /* Python.h first */
+
+#include "cal_clock.h"
+#include "cal_vmread.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+#define MAX_SLOTS 1024
+#define RING 8 /* ticks a slot holds until a pass takes them */
+#define CLOCK_SCHED_ 2
+
+typedef struct slot {
+    _Atomic uint32_t gen; /* changes at every arm and disarm */
+    _Atomic int tid;
+    _Atomic(const PyThreadState *) ts;
+    clockid_t clock; /* the thread's clock base (cal_clock.h) */
+    timer_t timer;
+    int armed;
+    _Atomic uint32_t head; /* written by the handler */
+    _Atomic uint32_t tail; /* written by the pass */
+    cal_vmread window;     /* the handler's */
+    calx_cputick ring[RING];
+} slot;
+
+static struct {
+    _Atomic(slot *) slots[MAX_SLOTS]; /* never freed */
+    int signo;                        /* 0 until the handler is installed */
+    int64_t interval_ns;
+    unsigned next; /* where the search for a free slot starts */
+} T;
+
+static int kernel_defers_cpu_timers(void)
+{
+#if defined(__x86_64__)
+    struct utsname u;
+    int major = 0, minor = 0;
+    if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &major, &minor) != 2)
+        return 0;
+    return major > 5 || (major == 5 && minor >= 11);
+#else
+    return 0;
+#endif
+}
+
+static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    if (si->si_code != SI_TIMER) {
+        /* Not ours: what the signal would have done without us. */
+        signal(sig, SIG_DFL);
+        kill(getpid(), sig);
+        return;
+    }
+    uintptr_t v = (uintptr_t)si->si_value.sival_ptr;
+    uint32_t idx = (uint32_t)(v & 0xffffffffu), gen = (uint32_t)(v >> 32);
+    slot *s = idx < MAX_SLOTS ? atomic_load(&T.slots[idx]) : NULL;
+    if (!s || atomic_load(&s->gen) != gen)
+        return; /* a tick of a slot disarmed since */
+    int saved = errno;
+    if (atomic_load(&s->tid) == (int)syscall(SYS_gettid)) {
+        uint32_t h = atomic_load_explicit(&s->head, memory_order_relaxed);
+        uint32_t t = atomic_load_explicit(&s->tail, memory_order_acquire);
+        /* (Full: a late pass.  The tick is dropped; its CPU goes to the
+           next one taken.) */
+        if (h - t < RING) {
+            calx_cputick *k = &s->ring[h % RING];
+            k->cpu_ns = cal_clock_thread_cpu_sigsafe(s->clock);
+            k->n = calx_frames_copy_sigsafe(&s->window, atomic_load(&s->ts), k->f,
+                                            CALX_TICK_FRAMES, &k->more, &k->attached);
+            if (k->n >= 0 && k->cpu_ns >= 0)
+                atomic_store_explicit(&s->head, h + 1, memory_order_release);
+        }
+    }
+    errno = saved;
+}
+
+int calx_cputicks_start(int64_t interval_ns)
+{
+#ifndef Py_GIL_DISABLED
+    (void)interval_ns;
+    return -1;
+#else
+    if (!kernel_defers_cpu_timers())
+        return -1;
+    T.interval_ns = interval_ns;
+    if (T.signo)
+        return 0;
+    for (int sig = SIGRTMAX; sig >= SIGRTMAX - 7 && sig >= SIGRTMIN; sig--) {
+        struct sigaction old;
+        if (sigaction(sig, NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
+            (old.sa_flags & SA_SIGINFO))
+            continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_tick_sigsafe;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sig, &sa, NULL) == 0) {
+            T.signo = sig;
+            return 0;
+        }
+    }
+    return -1;
+#endif
+}
+
+int calx_cputicks_arm(const PyThreadState *ts, int tid, clockid_t clock)
+{
+    if (!T.signo || tid <= 0)
+        return -1;
+    for (unsigned k = 0; k < MAX_SLOTS; k++) {
+        unsigned idx = (T.next + k) % MAX_SLOTS;
+        slot *s = atomic_load(&T.slots[idx]);
+        if (s && s->armed)
+            continue;
+        if (!s) {
+            s = calloc(1, sizeof *s);
+            if (!s)
+                return -1;
+            atomic_store(&T.slots[idx], s);
+        }
+        atomic_store(&s->head, 0);
+        atomic_store(&s->tail, 0);
+        atomic_store(&s->tid, tid);
+        atomic_store(&s->ts, ts);
+        s->clock = clock;
+        uint32_t gen = atomic_load(&s->gen) + 1;
+        atomic_store(&s->gen, gen);
+        struct sigevent ev;
+        memset(&ev, 0, sizeof ev);
+        ev.sigev_notify = SIGEV_THREAD_ID;
+        ev.sigev_signo = T.signo;
+        ev.sigev_notify_thread_id = tid;
+        ev.sigev_value.sival_ptr = (void *)((uintptr_t)idx | (uintptr_t)gen << 32);
+        if (timer_create(clock | CLOCK_SCHED_, &ev, &s->timer) != 0)
+            return -1;
+        struct itimerspec every = {
+            .it_interval = {T.interval_ns / 1000000000, T.interval_ns % 1000000000}};
+        every.it_value = every.it_interval;
+        if (timer_settime(s->timer, 0, &every, NULL) != 0) {
+            timer_delete(s->timer);
+            return -1;
+        }
+        s->armed = 1;
+        T.next = idx + 1;
+        return (int)idx;
+    }
+    return -1;
+}
+
+static slot *armed_slot(int idx)
+{
+    slot *s = idx >= 0 && idx < MAX_SLOTS ? atomic_load(&T.slots[idx]) : NULL;
+    return s && s->armed ? s : NULL;
+}
+
+void calx_cputicks_retarget(int idx, const PyThreadState *ts)
+{
+    slot *s = armed_slot(idx);
+    if (s)
+        atomic_store(&s->ts, ts);
+}
+
+void calx_cputicks_disarm(int idx)
+{
+    slot *s = armed_slot(idx);
+    if (!s)
+        return;
+    atomic_fetch_add(&s->gen, 1);
+    timer_delete(s->timer);
+    s->armed = 0;
+}
+
+int calx_cputicks_take(int idx, calx_cputick *out)
+{
+    slot *s = armed_slot(idx);
+    if (!s)
+        return 0;
+    uint32_t t = atomic_load_explicit(&s->tail, memory_order_relaxed);
+    uint32_t h = atomic_load_explicit(&s->head, memory_order_acquire);
+    if (t == h)
+        return 0;
+    const calx_cputick *k = &s->ring[t % RING];
+    out->cpu_ns = k->cpu_ns;
+    out->attached = k->attached;
+    out->more = k->more;
+    out->n = k->n < 0 ? 0 : k->n > CALX_TICK_FRAMES ? CALX_TICK_FRAMES : k->n;
+    memcpy(out->f, k->f, (size_t)out->n * sizeof(out->f[0]));
+    atomic_store_explicit(&s->tail, t + 1, memory_order_release);
+    return 1;
+}
+
+void calx_cputicks_stop(void)
+{
+    for (int i = 0; i < MAX_SLOTS; i++)
+        calx_cputicks_disarm(i);
+}
+
+void calx_cputicks_after_fork_child(void)
+{
+    for (int i = 0; i < MAX_SLOTS; i++) {
+        slot *s = atomic_load(&T.slots[i]);
+        if (s && s->armed) {
+            atomic_fetch_add(&s->gen, 1);
+            s->armed = 0; /* its timer stayed in the parent */
+        }
+    }
+}

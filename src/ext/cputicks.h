@@ -1,0 +1,60 @@
+/*
+ * cputicks — samples of a thread taken by the thread itself, each time it
+ * has used another interval of CPU time (the free-threaded build, its GIL
+ * off).  See cputicks.c for why, and docs/INTERNALS.md, "Free-threaded".
+ *
+ * A thread is armed with a timer on its own CPU clock; when it fires, the
+ * thread (on a CPU, where it runs) copies its frames into its slot.  The
+ * pass takes them later (calx_cputicks_take) and checks them as it checks
+ * frames read from another thread (calx_frames_check).
+ */
+#ifndef CALX_CPUTICKS_H
+#define CALX_CPUTICKS_H
+
+#include <Python.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "pyinternals.h"
+
+#define CALX_TICK_FRAMES                                                               \
+    256 /* frames a tick copies: deeper stacks keep                                    \
+           their innermost */
+
+typedef struct calx_cputick {
+    int64_t cpu_ns; /* the thread's CPU clock at the tick */
+    int attached;   /* its thread state then: 1 attached (bytecode), 0
+                       detached (native code), -1 neither */
+    int n;          /* frames copied, innermost first */
+    int more;       /* the stack went on past them */
+    calx_raw_frame f[CALX_TICK_FRAMES];
+} calx_cputick;
+
+/* Can threads be armed here, and start the ticks (install the handler on
+   a free real-time signal).  Returns 0, or -1 where they cannot be (not
+   the free-threaded build, a kernel whose CPU timers may interrupt a
+   system call, no free signal): the sampler then reads threads where it
+   finds them.  Caller holds the engine lock. */
+int calx_cputicks_start(int64_t interval_ns);
+
+/* Arm a thread (kernel id tid, CPU clock base `clock`, thread state ts)
+   to tick every interval of its CPU time.  Returns its slot, or -1. */
+int calx_cputicks_arm(const PyThreadState *ts, int tid, clockid_t clock);
+
+/* The thread state a slot's thread now runs with (a C thread gets a new
+   one for each call into Python). */
+void calx_cputicks_retarget(int slot, const PyThreadState *ts);
+
+/* Disarm a slot: its ticks not taken yet are dropped. */
+void calx_cputicks_disarm(int slot);
+
+/* Take the slot's oldest tick not taken yet into *out: 1, or 0 if none. */
+int calx_cputicks_take(int slot, calx_cputick *out);
+
+/* Disarm every slot and give the signal back. */
+void calx_cputicks_stop(void);
+
+/* In a forked child: its timers are gone (timers are not inherited). */
+void calx_cputicks_after_fork_child(void);
+
+#endif
