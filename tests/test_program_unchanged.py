@@ -89,3 +89,39 @@ def test_summary_goes_to_stderr_not_stdout(run_calipers):
     assert "calipers: %s ran" % (PROGRAMS / "waits.py") in run.stderr
     assert "time.sleep(0.4)" in run.stderr
     assert "profile written to" in run.stderr
+
+
+def test_a_program_that_closes_every_descriptor_keeps_its_files(run_calipers, run_plain,
+                                                                tmp_path):
+    # A daemon closes every descriptor it did not open, then opens its own
+    # files, which may get the numbers calipers held: calipers must never
+    # use those numbers again (a rewind of its /proc directory would move
+    # the program's file offset), and the program's files stay its own.
+    prog = tmp_path / "daemon.py"
+    prog.write_text(
+        "import os, threading, time\n"
+        "os.closerange(3, 4096)\n"
+        "fds = [os.open('f%d.txt' % i, os.O_WRONLY | os.O_CREAT | os.O_TRUNC) for i in range(4)]\n"
+        "def burn():\n"
+        "    t0 = time.thread_time()\n"
+        "    while time.thread_time() - t0 < 0.1:\n"
+        "        pass\n"
+        "t = threading.Thread(target=burn); t.start()\n"
+        "n = 0\n"
+        "deadline = time.monotonic() + 0.6\n"
+        "while time.monotonic() < deadline:\n"
+        "    for fd in fds:\n"
+        "        os.write(fd, b'%08d\\n' % n)\n"
+        "    n += 1\n"
+        "    sum(range(2000))\n"
+        "t.join()\n"
+        "ok = all(os.lseek(fd, 0, os.SEEK_CUR) == 9 * n for fd in fds)\n"
+        "print(ok)\n")
+    plain = run_plain(prog)
+    run = run_calipers(prog, options=["--no-report"])
+    assert plain.stdout == "True\n", plain.stderr
+    assert run.returncode == 0 and run.stdout == "True\n", run.stderr
+    for i in range(4):
+        lines = (tmp_path / ("f%d.txt" % i)).read_bytes().splitlines()
+        assert lines == [b"%08d" % k for k in range(len(lines))]
+    assert run.profile["schema"] == "calipers/1"

@@ -17,6 +17,7 @@
 #include "cal_clock.h"
 #include "runtime.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@ static struct {
     int64_t next_due;
     cal_gpu *g;  /* used by the poller thread without mu while it runs */
     int opened;  /* cal_gpu_open was tried */
+    void *lib;   /* NVML, loaded at start (calx_gpu_start) */
     int stopped; /* an NVML error ended polling */
     int64_t stopped_at;
     unsigned state_seq; /* bumped when state, devices or fallback change */
@@ -147,6 +149,22 @@ int calx_gpu_start(int mode, int64_t period_ns)
     G.mode = mode;
     G.period_ns = period_ns;
     G.next_due = 0;
+    if (!G.opened && !G.lib) {
+        /* The library is looked for here, while profiling starts, not in
+           the poller thread: the loader opens dozens of files looking for
+           it, and each would for its moment take the lowest free number,
+           which a file the program opens at the same time would then not
+           get (its standard descriptors closed at start, say).  Without a
+           driver there is nothing more to do; with one, NVML's own start
+           (slow) is the poller's. */
+        int previous = calx_runtime_guard_enter(); /* the loader's allocations */
+        G.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+        calx_runtime_guard_leave(previous);
+        if (!G.lib) {
+            G.opened = 1;
+            publish_open(NULL, "");
+        }
+    }
     /* Not again once NVML proved unusable or failed. */
     int wanted = !G.running && (!G.opened || (G.g && !G.stopped));
     int rc = wanted ? start_thread() : 0;
@@ -202,7 +220,9 @@ void calx_gpu_close(void)
     calx_gpu_pause();
     pthread_mutex_lock(&G.mu);
     cal_gpu *g = G.g;
+    void *lib = G.lib;
     G.g = NULL;
+    G.lib = NULL;
     G.mode = CALX_GPU_OFF;
     G.opened = G.stopped = 0;
     G.state = CAL_GPU_OFF;
@@ -213,6 +233,8 @@ void calx_gpu_close(void)
     G.seen_state_seq = G.state_seq;
     pthread_mutex_unlock(&G.mu);
     cal_gpu_close(g);
+    if (lib)
+        dlclose(lib);
 }
 
 void calx_gpu_after_fork_child(void)

@@ -125,6 +125,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SERVICE_NS 50000       /* a service needing more main-thread CPU is "delayed" */
@@ -1165,13 +1166,47 @@ static uint32_t native_stat(native_thread *nt)
     return nt->stat;
 }
 
+/* /proc/self/task, opened once per process (at engine_start, while the
+   agent holds any closed standard descriptor's number) and read again
+   from its start at each scan: a descriptor opened by each pass would,
+   for its moment, take the lowest free number, and a file the program
+   opens at that moment would get another than without calipers. */
+static DIR *task_dir;
+static pid_t task_dir_pid;
+static struct stat task_dir_st;
+
+static DIR *open_task_dir(void)
+{
+    struct stat st;
+    if (task_dir && task_dir_pid == getpid()) {
+        if (fstat(dirfd(task_dir), &st) == 0 && st.st_dev == task_dir_st.st_dev &&
+            st.st_ino == task_dir_st.st_ino) {
+            rewinddir(task_dir);
+            return task_dir;
+        }
+        /* The program closed it (a daemon closing every descriptor), and
+           the number may be a file of its own now: never touched again
+           (its few bytes stay allocated); opened anew. */
+        task_dir = NULL;
+    }
+    if (task_dir)
+        closedir(task_dir); /* a forked child's copy: "self" was the parent */
+    task_dir = opendir("/proc/self/task");
+    task_dir_pid = getpid();
+    if (task_dir && fstat(dirfd(task_dir), &task_dir_st) != 0) {
+        closedir(task_dir);
+        task_dir = NULL;
+    }
+    return task_dir;
+}
+
 /* Credit the CPU of every thread that is not a Python thread (and not ours)
    as native work at the main thread's current line (main: its pass entry,
    or NULL when it was not sampled).  Reads /proc/self/task. */
 static void sample_native_threads(const pass_entry *main)
 {
     cal_profile *p = calx_session_profile();
-    DIR *dir = opendir("/proc/self/task");
+    DIR *dir = open_task_dir();
     if (!dir)
         return;
     for (size_t i = 0; i < E.nnatives; i++)
@@ -1231,7 +1266,6 @@ static void sample_native_threads(const pass_entry *main)
         for (size_t k = 0; k < main->nfuncs; k++)
             cal_profile_add_func_total(p, E.pass_funcs[main->funcs_at + k], &t);
     }
-    closedir(dir);
     E.native_scans++;
     size_t k = 0;
     for (size_t i = 0; i < E.nnatives; i++)
@@ -1930,10 +1964,12 @@ static int engine_start(int forked_child)
        forked: any other is born since, and there is nothing to scan. */
     E.nnatives = 0;
     E.native_scans = 0;
-    if (forked_child)
+    if (forked_child) {
         E.native_scans = 1;
-    else
+        open_task_dir();
+    } else {
         sample_native_threads(NULL);
+    }
 
     /* A child that leaves at once (a fork per task) must not pay a wake-up
        to start: its first interval just begins at the fork. */
