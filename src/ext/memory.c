@@ -559,10 +559,15 @@ static int attach(const cal_shim_api *api, const calx_memory_config *config,
     M.api = api;
     M.profile = profile;
     M.config = *config;
-    free(M.queue);
-    free(M.frames);
-    M.queue = calloc(QUEUE_CAP, sizeof(qevent));
-    M.frames = calloc(QUEUE_FRAMES, sizeof(calx_frame));
+    /* A forked child keeps its parent's (nothing in them is read before
+       it is written): freeing 2 MiB that were mapped for them would make
+       glibc serve the next large requests from the heap, zeroed by hand,
+       and each child of a program that forks would fault in pages it
+       never uses. */
+    if (!M.queue)
+        M.queue = malloc(QUEUE_CAP * sizeof(qevent));
+    if (!M.frames)
+        M.frames = malloc(QUEUE_FRAMES * sizeof(calx_frame));
     if (!M.queue || !M.frames) {
         free(M.queue);
         free(M.frames);
