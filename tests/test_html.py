@@ -103,7 +103,7 @@ def test_memory_profile_renders_sorts_and_hovers(browser, tmp_path):
     tip = page.locator("#tip")
     assert tip.is_visible()
     text = tip.inner_text()
-    assert "native: " in text and "waiting: " in text and "38% of the time" in text
+    assert "native: " in text and "waiting: " in text and "38% of the threads' time" in text
     # The functions view is sorted by total time.
     names = page.locator("#functions tbody tr td:nth-child(1)").all_inner_texts()
     assert names[0] in ("<module>", "main")

@@ -299,7 +299,9 @@ static void add_split(cal_buf *out, times t, int cells, int tty)
 }
 
 static const char *const spark_tty[8] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
-static const char spark_ascii[8] = {'.', ',', '-', '~', '=', '+', '*', '#'};
+/* (None of the split's glyphs: a sparkline next to a split must not read
+   as one.) */
+static const char spark_ascii[8] = {'_', ',', ':', ';', '+', 'i', 'l', '|'};
 
 /* A sparkline of a [[seconds, bytes], ...] timeline over [0, wall]: each
    cell shows the highest value in its span (the last value before it when
@@ -353,6 +355,7 @@ typedef struct report {
     double alloc_all; /* bytes allocated in all */
     int memory;       /* memory was profiled */
     int gpu;          /* the GPU was sampled */
+    int summed;       /* several threads or processes: their times add up */
 } report;
 
 /* A line's share of the program: the larger of its share of time and of
@@ -515,6 +518,7 @@ static const struct {
 #define MIN_SOURCE 32
 #define SPLIT_CELLS 10
 #define SPARK_CELLS 10
+#define MIN_RATE_S 0.01 /* the least time over which a line's copy rate is shown */
 
 /* Choose the columns: memory ones only with memory, copy only if a line
    copies, GPU ones only if the GPU was sampled; then drop the least
@@ -621,8 +625,10 @@ static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv 
         add_spark(r->out, timeline, r->wall, SPARK_CELLS, r->tty);
     }
     if (on[C_COPY]) {
+        /* A rate over less time than a sample's worth says nothing (a
+           line that copied 100 MB in the millisecond credited to it). */
         double mbs = cal_jv_getnum(mem, "copy_mb_per_s", 0);
-        if (mbs >= 0.5)
+        if (mbs >= 0.5 && all >= MIN_RATE_S)
             snprintf(a, sizeof a, "%.0fMB", mbs);
         else
             a[0] = '\0';
@@ -788,8 +794,12 @@ static void file_heading(report *r, const cal_jv *file)
     cal_buf_init(&h);
     char pc[8];
     percent(pc, sizeof pc, t_all(t), r->time_all);
-    cal_buf_printf(&h, "%s: %.2f\x01s (%s of the time)", display_path(path, r->cwd),
-                   t_all(t), *pc ? pc : "0%");
+    /* With several threads or processes, the time of the lines adds up
+       theirs (CPU and waiting), more than the wall time the header gives. */
+    cal_buf_printf(&h,
+                   r->summed ? "%s: %.2f\x01s (%s of the threads' time)"
+                             : "%s: %.2f\x01s (%s of the time)",
+                   display_path(path, r->cwd), t_all(t), *pc ? pc : "0%");
     if (r->memory) {
         char a[16];
         prose_bytes(a, sizeof a, alloc);
@@ -1106,12 +1116,14 @@ static void legend(report *r)
 
 void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out)
 {
-    report r = {root, o, out, o->width < 60 ? 60 : o->width, o->tty, NULL, 0, 0,
+    report r = {root, o, out, o->width < 60 ? 60 : o->width, o->tty, NULL, 0, 0, 0,
                 0,    0, 0};
     const cal_jv *sum = cal_jv_get(root, "summary");
     r.cwd = cal_jv_getstr(cal_jv_get(root, "program"), "cwd", NULL);
     r.wall = cal_jv_getnum(sum, "wall_s", 0);
     r.time_all = t_all(get_times(sum));
+    r.summed = cal_jv_len(cal_jv_get(root, "threads")) > 1 ||
+               cal_jv_len(cal_jv_get(root, "processes")) > 1;
     const cal_jv *mem = cal_jv_get(sum, "memory");
     r.memory = cal_jv_is(mem, CAL_JOBJ);
     const cal_jv *gpu = cal_jv_get(sum, "gpu");
