@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import fake_nvml
-from conftest import line_of, validate
+from conftest import PROGRAMS, line_of, validate
 
 pytestmark = pytest.mark.browser
 
@@ -382,3 +382,25 @@ def test_no_gpu_columns_without_gpu_figures(browser, tmp_path, run_calipers, nvm
     assert page.locator("#gpu-chart, #gpu-util, #gpu-memory, #gpu-devices").count() == 0
     assert page.inner_text("body").count(gpu["reason"]) == 1
     assert gpu["reason"] in page.inner_text("#notes")
+
+
+def test_hottest_lines_of_every_file(browser, tmp_path, run_calipers):
+    prog = PROGRAMS / "twofiles" / "main.py"
+    run = run_calipers(prog, options=["--no-report"])
+    assert run.returncode == 0, run.stderr
+    view = Page(browser, html_of(run.outfile, tmp_path), tmp_path / "hottest.png")
+    view.clean()
+    hot = view.page.locator("#hottest")
+    assert hot.count() == 1
+    rows = hot.locator("tbody tr").all_inner_texts()
+    assert 2 <= len(rows) <= 10
+    assert any("helper.py: t += i * i % 7" in r for r in rows), rows
+    assert any("main.py: total += k % 3" in r for r in rows), rows
+    # It comes before the files' own tables.
+    first = view.page.locator("#files details").first
+    assert first.get_attribute("id") == "hottest"
+    # A program with one file has none: its table is that list.
+    single = Page(browser, html_of(DATA / "memory.json", tmp_path, "single.html"),
+                  tmp_path / "single.png")
+    single.clean()
+    assert single.page.locator("#hottest").count() == 0

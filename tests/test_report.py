@@ -251,3 +251,23 @@ def test_copy_rate_needs_time_to_mean_something(tmp_path):
     assert "MB " not in row.split("zlib.compress")[0].split("1.3MB")[-1], row
     # ... and the untouched line 40 keeps its rate.
     assert re.search(r"\b1057MB\b", out.stdout), out.stdout
+
+
+def test_the_hottest_lines_of_every_file_come_first(run_calipers):
+    # A program whose hot lines are in two files: before the files' tables,
+    # one list of the hottest lines of both, most important first, each
+    # with its file.  (With one file the file's table is that list.)
+    prog = PROGRAMS / "twofiles" / "main.py"
+    helper = PROGRAMS / "twofiles" / "helper.py"
+    run = run_calipers(prog)
+    assert run.returncode == 0, run.stderr
+    text = run.stderr
+    head, _, rest = text.partition("the hottest lines, of every file\n")
+    assert rest, text
+    hot = rest.split("\n\n")[0].splitlines()[1:]  # below the column heads
+    found = {(row.split(": ", 1)[0].split()[-1], int(row.split()[0])) for row in hot}
+    for where in [("helper.py", line_of(helper, "crunch-line")),
+                  ("main.py", line_of(prog, "main-line"))]:
+        assert where in found, (where, hot)
+    # The list comes before the first file's table.
+    assert "% of the" not in head and "% of the" in rest, text

@@ -988,6 +988,72 @@ done:
     free(rows);
 }
 
+#define HOT_ROWS 10 /* lines in the list of the hottest across files */
+
+/* The hottest lines of the whole program, whatever their file, most
+   important first: with many files (--profile-all, a package) no one
+   file's table shows where the time and memory went.  Only when the lines
+   shown come from more than one file: otherwise that file's table is the
+   same list, in context. */
+static void hottest_section(report *r)
+{
+    const cal_jv *files = cal_jv_get(r->root, "files");
+    size_t cap = 0, k = 0;
+    for (size_t f = 0; f < cal_jv_len(files); f++)
+        cap += cal_jv_len(cal_jv_get(cal_jv_at(files, f), "lines"));
+    pick *cand = cap ? malloc(cap * sizeof *cand) : NULL;
+    if (!cand)
+        return;
+    int any_copy = 0;
+    for (size_t f = 0; f < cal_jv_len(files); f++) {
+        const cal_jv *lines = cal_jv_get(cal_jv_at(files, f), "lines");
+        for (size_t i = 0; i < cal_jv_len(lines); i++) {
+            const cal_jv *ln = cal_jv_at(lines, i);
+            double s = share(r, get_times(ln), alloc_of(cal_jv_get(ln, "memory")));
+            if (s > 0 && s * 100 >= r->o->min_percent)
+                cand[k++] = (pick){f, (long)cal_jv_getnum(ln, "line", 0), s};
+            if (cal_jv_getnum(cal_jv_get(ln, "memory"), "copy_mb_per_s", 0) >= 0.5)
+                any_copy = 1;
+        }
+    }
+    qsort(cand, k, sizeof *cand, cmp_pick_share);
+    size_t n = k < HOT_ROWS ? k : HOT_ROWS;
+    int several = 0;
+    for (size_t i = 1; i < n && !several; i++)
+        several = cand[i].file != cand[0].file;
+    if (several) {
+        int on[NCOL];
+        choose_columns(r, any_copy, on);
+        int room = r->width - columns_width(on);
+        cal_buf_puts(r->out, "\n");
+        style(r->out, r->tty, BOLD);
+        add_text(r->out, "the hottest lines, of every file", r->width, r->tty);
+        style(r->out, r->tty, RESET);
+        cal_buf_puts(r->out, "\n");
+        column_heads(r, on, "file: source");
+        for (size_t i = 0; i < n; i++) {
+            const cal_jv *file = cal_jv_at(files, cand[i].file);
+            const cal_jv *ln = find_line(file, cand[i].no);
+            const cal_jv *mem = cal_jv_get(ln, "memory");
+            cells(r, on, cand[i].no, get_times(ln), mem, cal_jv_get(mem, "timeline"),
+                  cal_jv_get(ln, "gpu"));
+            const char *path = display_path(cal_jv_getstr(file, "path", "?"), r->cwd);
+            const char *base = strrchr(path, '/');
+            const char *text = source_text(file, cand[i].no);
+            cal_buf where;
+            cal_buf_init(&where);
+            cal_buf_printf(&where, "%s: %s", base ? base + 1 : path,
+                           text ? dedent(text, indent_of(text)) : "");
+            add_text(r->out, where.data ? where.data : "", room, r->tty);
+            cal_buf_free(&where);
+            while (r->out->len && r->out->data[r->out->len - 1] == ' ')
+                r->out->len--;
+            cal_buf_puts(r->out, "\n");
+        }
+    }
+    free(cand);
+}
+
 /* In a run of several processes: one row each, in the order they started:
    pid, how it began and ended, its time and split, its peak, its command. */
 static void processes_section(report *r)
@@ -1136,6 +1202,7 @@ void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out)
     notes_section(&r);
     if (cal_jv_len(cal_jv_get(root, "files")))
         legend(&r);
+    hottest_section(&r);
     files_tables(&r);
     cal_view_text_types(root, r.width, out);
     leaks_section(&r);
