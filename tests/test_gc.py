@@ -20,10 +20,15 @@ FREE_THREADED = bool(getattr(sys, "_is_gil_enabled", lambda: True)() is False)
 # interval's CPU (exponential, mean q) as the collector's, so a line with G
 # seconds of collections gets about G/q such ticks, and the estimate's
 # relative standard error is sqrt(2 q / G) (the 2: the weights' own
-# spread).  At q = 0.5 ms a line with 0.4 s of collections has 800 of them:
-# 5.0%, so 15% is 3 standard errors at worst; most lines here have more.
+# spread).  At q = 0.5 ms a line with 0.6 s of collections has 1200 of
+# them: 4.1%; the marked lines have about 0.8 s each (3.13: 3.5%), so 15% is
+# over 3.5 standard errors at worst.  The worker thread's share comes from
+# the GIL watcher's looks, every millisecond: 0.8 s of collections in about
+# 1.6 s of CPU is some 800 looks out of 1600, a standard error near 2.5%.
+# The two runs' collections take the same CPU time within a few percent
+# (3.13, a loaded 2-core machine: 0.95-0.98 s over six plain runs).
 INTERVAL = "0.5ms"
-LEAST_GC_S = 0.4
+LEAST_GC_S = 0.6
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +38,14 @@ def gc_runs(tmp_path_factory):
     plain = subprocess.run([sys.executable, str(PROGRAM), str(truth_file), "measure"],
                            capture_output=True, text=True, cwd=tmp, timeout=600)
     assert plain.returncode == 0, plain.stderr
+    # --cpu-only: with memory profiling each object a collection frees
+    # goes through the allocation hooks, and the collections themselves take
+    # longer (about 10% on 3.13): the profiler's cost, which is not what
+    # this compares.
     proc = subprocess.run(
-        [sys.executable, "-m", "calipers", "run", "-o", str(out), "--interval", INTERVAL,
-         str(PROGRAM), str(seen_file)], capture_output=True, text=True, cwd=tmp, timeout=600)
+        [sys.executable, "-m", "calipers", "run", "--cpu-only", "-o", str(out),
+         "--interval", INTERVAL, str(PROGRAM), str(seen_file)],
+        capture_output=True, text=True, cwd=tmp, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return (validate(json.loads(out.read_text())), json.loads(truth_file.read_text()),
             json.loads(seen_file.read_text()), proc)
@@ -55,16 +65,11 @@ def cpu(rec):
 def test_gc_time_per_line_matches_gc_callbacks(gc_runs):
     profile, truth, _, _ = gc_runs
     lines = lines_of(profile)
-    # Each run's GC time as a share of its own CPU time: the two runs are
-    # minutes apart on a shared machine, and a busier machine makes both
-    # the collections and the rest slower alike.
-    truth_cpu, run_cpu = truth["cpu_s"], cpu(profile["summary"])
     checked = 0
-    for line, seconds in truth["lines"].items():
-        if seconds < LEAST_GC_S:
+    for line, want in truth["lines"].items():
+        if want < LEAST_GC_S:
             continue
         got = lines.get(int(line), {}).get("gc_s", 0.0)
-        want = seconds / truth_cpu * run_cpu
         assert abs(got - want) <= 0.15 * want, (line, got, want, truth["lines"])
         checked += 1
     # Both marked lines of the main thread and the worker's line.
@@ -150,11 +155,11 @@ def test_collections_seen_one_by_one(gc_runs):
         # What it freed, exactly: gc.collect() returns collected +
         # uncollectable, the statistics' growth over this one collection.
         assert rec["collected"] + rec["uncollectable"] == unreachable, (rec, unreachable)
-        # Its length: ticks ~ Poisson(D / q), D / q >= 20 here; within
-        # [0.5, 1.7] of the program's own measure is over 3 standard
-        # deviations each side.
-        assert seconds / interval >= 20, (seconds, interval)
-        assert 0.5 * seconds <= rec["ticks"] * interval <= 1.7 * seconds, (rec, seconds)
+        # Its length (wall time: the ticks' clock, and the program's):
+        # ticks ~ Poisson(D / q) with D / q >= 30 here; [0.4, 2] of the
+        # program's own measure is over 3.2 standard deviations each side.
+        assert seconds / interval >= 30, (seconds, interval)
+        assert 0.4 * seconds <= rec["ticks"] * interval <= 2 * seconds, (rec, seconds)
         assert rec["at_least_s"] <= seconds + interval, (rec, seconds)
     # The list is the longest first, and counts every collection seen.
     longest = profile["summary"]["gc"]["seen"]["longest"]

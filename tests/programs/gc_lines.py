@@ -103,7 +103,7 @@ def counted():
 
 # Objects that live through the run, as a program's data does: the older
 # generations' collections have them to examine.
-heap = [[i] for i in range(300000)]
+heap = [[i] for i in range(400000)]
 
 view_before = view()
 count_before = counted()
