@@ -82,9 +82,14 @@ void calx_gcstats_tick_sigsafe(PyInterpreterState *interp, const PyThreadState *
         return;
     }
     int gen = generation_of(&s);
-    if (last_tick.running && last_tick.generation == gen &&
+    if (last_tick.ticks > 0 && last_tick.generation == gen &&
         last_tick.id == s.collections[gen]) {
-        last_tick.ticks++; /* the same collection, still running */
+        /* The same collection, still running: seen by the previous tick,
+           or by an earlier one (between them the thread was not found
+           collecting: on the free-threaded build a collector waiting for
+           the others to stop is detached). */
+        last_tick.ticks++;
+        last_tick.running = 1;
     } else {
         last_tick = (calx_gc_tick){.running = 1,
                                    .generation = gen,

@@ -51,8 +51,8 @@ typedef struct calx_gc_tick {
 
 /* The tick at `now` (cal_clock_now_ns) looks at the collector for thread
    `ts` (the main thread's).  The sampler thread only, which ticks one at a
-   time: a collection seen by consecutive ticks is one, with its first
-   tick and their count. */
+   time: the ticks that see one collection (its generation and number)
+   make one, with its first tick and their count. */
 void calx_gcstats_tick_sigsafe(PyInterpreterState *interp, const PyThreadState *ts,
                                int64_t now, calx_gc_tick *out);
 
