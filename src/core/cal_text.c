@@ -430,8 +430,7 @@ static void gc_header(report *r, const cal_jv *gc)
     for (size_t i = 0; i < cal_jv_len(gens); i++)
         cal_buf_printf(&h, "%sgen\x01%zu: %.0f", i ? ", " : "", i,
                        cal_jv_getnum(cal_jv_at(gens, i), "collections", 0));
-    cal_buf_printf(&h, "), %.0f objects collected",
-                   cal_jv_getnum(gc, "collected", 0));
+    cal_buf_printf(&h, "), %.0f objects collected", cal_jv_getnum(gc, "collected", 0));
     double uncollectable = cal_jv_getnum(gc, "uncollectable", 0);
     if (uncollectable > 0)
         cal_buf_printf(&h, ", %.0f uncollectable", uncollectable);
@@ -442,7 +441,8 @@ static void gc_header(report *r, const cal_jv *gc)
     if (ticks >= 2) {
         double interval = cal_jv_getnum(cal_jv_get(r->root, "config"), "interval_s", 0);
         const cal_jv *gen = cal_jv_get(top, "generation");
-        cal_buf_printf(&h, "; the longest seen about %.0f\x01ms", 1e3 * ticks * interval);
+        cal_buf_printf(&h, "; the longest seen about %.0f\x01ms",
+                       1e3 * ticks * interval);
         if (cal_jv_is(gen, CAL_JNUM))
             cal_buf_printf(&h, " (gen\x01%.0f)", cal_jv_num(gen, 0));
         const cal_jv *at = cal_jv_get(top, "line");
@@ -1166,8 +1166,8 @@ static void legend(report *r)
 
 void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out)
 {
-    report r = {root, o, out, o->width < 60 ? 60 : o->width, o->tty, NULL, 0, 0,
-                0,    0, 0, 0};
+    report r = {root, o, out, o->width < 60 ? 60 : o->width, o->tty, NULL, 0, 0, 0,
+                0,    0, 0};
     const cal_jv *sum = cal_jv_get(root, "summary");
     r.cwd = cal_jv_getstr(cal_jv_get(root, "program"), "cwd", NULL);
     r.wall = cal_jv_getnum(sum, "wall_s", 0);

@@ -89,8 +89,9 @@ static const cal_jshape TIMELINE = {.types = CAL_JT_ARR, .items = &POINT};
 /* ---- records ------------------------------------------------------------- */
 
 static const cal_jmember TIMES_M[] = {
-    {"python_s", 1, &SECONDS},  {"native_s", 1, &SECONDS}, {"system_s", 1, &SECONDS},
-    {"waiting_s", 1, &SECONDS}, {"samples", 1, &COUNT},    {"gc_s", 0, &SECONDS},
+    {"python_s", 1, &SECONDS}, {"native_s", 1, &SECONDS},
+    {"system_s", 1, &SECONDS}, {"waiting_s", 1, &SECONDS},
+    {"samples", 1, &COUNT},    {"gc_s", 0, &SECONDS},
     {NULL, 0, NULL},
 };
 static const cal_jshape TIMES = {.types = CAL_JT_OBJ, .members = TIMES_M};
@@ -207,8 +208,8 @@ static const cal_jshape COUNT_POINT = {.types = CAL_JT_ARR, .tuple = COUNT_POINT
 static const cal_jshape COUNT_TIMELINE = {.types = CAL_JT_ARR, .items = &COUNT_POINT};
 
 static const cal_jmember GC_GENERATION_M[] = {
-    {"collections", 1, &COUNT},   {"collected", 1, &COUNT},
-    {"uncollectable", 1, &COUNT}, {"threshold", 1, &COUNT},
+    {"collections", 1, &COUNT},       {"collected", 1, &COUNT},
+    {"uncollectable", 1, &COUNT},     {"threshold", 1, &COUNT},
     {"timeline", 1, &COUNT_TIMELINE}, {NULL, 0, NULL},
 };
 static const cal_jshape GC_GENERATION = {.types = CAL_JT_OBJ,
@@ -218,10 +219,14 @@ static const cal_jshape GC_GENERATIONS = {.types = CAL_JT_ARR, .items = &GC_GENE
 static const cal_jshape COUNT_OR_NULL = {
     .types = CAL_JT_NUM | CAL_JT_NULL, .whole = 1, .max = MAX_BYTES};
 static const cal_jmember GC_SEEN_ONE_M[] = {
-    {"generation", 1, &COUNT_OR_NULL}, {"start_s", 1, &SECONDS},
-    {"ticks", 1, &COUNT},              {"at_least_s", 1, &SECONDS},
-    {"line", 1, &LINE_REF},            {"collected", 1, &COUNT_OR_NULL},
-    {"uncollectable", 1, &COUNT_OR_NULL}, {NULL, 0, NULL},
+    {"generation", 1, &COUNT_OR_NULL},
+    {"start_s", 1, &SECONDS},
+    {"ticks", 1, &COUNT},
+    {"at_least_s", 1, &SECONDS},
+    {"line", 1, &LINE_REF},
+    {"collected", 1, &COUNT_OR_NULL},
+    {"uncollectable", 1, &COUNT_OR_NULL},
+    {NULL, 0, NULL},
 };
 static const cal_jshape GC_SEEN_ONE = {.types = CAL_JT_OBJ, .members = GC_SEEN_ONE_M};
 static const cal_jshape GC_SEEN_LIST = {.types = CAL_JT_ARR, .items = &GC_SEEN_ONE};

@@ -115,8 +115,9 @@ void calx_gcstats_seen(const calx_gc_tick *tick, uint32_t file, int32_t line,
         .start_ns = tick->first - calx_session_origin(),
         .span_ns = tick->last - tick->first,
         .ticks = tick->ticks,
-        .line = file == CAL_PROFILE_NONE ? CAL_PROFILE_NONE
-                                         : cal_profile_line(G.profile, file, line, func),
+        .line = file == CAL_PROFILE_NONE
+                    ? CAL_PROFILE_NONE
+                    : cal_profile_line(G.profile, file, line, func),
         .collected = -1,
         .uncollectable = -1,
     };

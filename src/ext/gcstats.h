@@ -40,12 +40,12 @@ int calx_gcstats_collecting_in_sigsafe(PyInterpreterState *interp,
 
 /* What a tick saw of the collector in the main thread. */
 typedef struct calx_gc_tick {
-    int running;     /* the collector was running in that thread */
-    int generation;  /* being collected (from the counts), or -1 */
-    int64_t id;      /* that generation's collections before this one */
-    int64_t first;   /* cal_clock_now_ns of the first tick that saw it */
-    int64_t last;    /* ... and of this one */
-    int64_t ticks;   /* ticks that saw it, this one included */
+    int running;    /* the collector was running in that thread */
+    int generation; /* being collected (from the counts), or -1 */
+    int64_t id;     /* that generation's collections before this one */
+    int64_t first;  /* cal_clock_now_ns of the first tick that saw it */
+    int64_t last;   /* ... and of this one */
+    int64_t ticks;  /* ticks that saw it, this one included */
     int64_t collected, uncollectable; /* the generation's, before it */
 } calx_gc_tick;
 

@@ -779,7 +779,7 @@ int64_t calx_gc_collections(void)
  * _Py_RunGC in 3.12, _PyGC_Collect from 3.13, gc_free_threading.c). */
 #ifdef CALX_KNOWN_LAYOUT
 #if defined(Py_GIL_DISABLED)
-#define GC_GENERATION(gc, i) ((i) == 0 ? &(gc)->young : &(gc)->old[(i) - 1])
+#define GC_GENERATION(gc, i) ((i) == 0 ? &(gc)->young : &(gc)->old[(i)-1])
 #else
 #define GC_GENERATION(gc, i) (&(gc)->generations[i])
 #endif

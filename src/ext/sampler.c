@@ -1269,8 +1269,8 @@ again:
         if (th->is_main) {
             th->native_share = main_native;
             /* (labelled where its interval ends: at the tick, below) */
-            if (cut && cut->wall > 0 && cut->wall >= th->last_wall && !E.pass[i].asked &&
-                cut->gc.running) {
+            if (cut && cut->wall > 0 && cut->wall >= th->last_wall &&
+                !E.pass[i].asked && cut->gc.running) {
                 E.pass[i].gc_share = 1;
                 calx_gcstats_seen(&cut->gc, E.pass[i].file, E.pass[i].line,
                                   E.pass[i].func);
@@ -1286,7 +1286,8 @@ again:
                nothing: its CPU waits for a sample that finds it on one. */
             if (E.pass[i].off_cpu)
                 continue;
-            E.pass[i].gc_share = E.pass[i].attached == 1 && calx_gc_collecting_sigsafe(E.interp);
+            E.pass[i].gc_share =
+                E.pass[i].attached == 1 && calx_gc_collecting_sigsafe(E.interp);
             if (E.pass[i].frameless)
                 th->native_share = 1.0;
             else if (E.pass[i].attached >= 0)
