@@ -649,7 +649,7 @@ static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv 
         }
     }
     if (on[C_GC]) {
-        if (t.gc > 0)
+        if (t.gc >= 0.005) /* what rounds to 0.00s is left blank */
             human_seconds(a, sizeof a, t.gc);
         else
             a[0] = '\0';
