@@ -52,6 +52,7 @@ static void times_of(const cal_jv *obj, cal_times *t)
     t->system_ns = ns_of(obj, "system_s");
     t->waiting_ns = ns_of(obj, "waiting_s");
     t->samples = int_of(obj, "samples");
+    t->gc_ns = ns_of(obj, "gc_s");
 }
 
 static void volume_add(cal_volume *v, const cal_jv *obj)
@@ -483,6 +484,22 @@ static void merge_memory(cal_profile *p, const cal_jv *m, int64_t offset,
     }
 }
 
+/* A descendant's collections add to the run's; the count timelines stay
+   the first process's (counts of different heaps do not add up to one). */
+static void merge_gc(cal_profile *p, const cal_jv *gc)
+{
+    cal_gc_stats *g = cal_profile_gc(p);
+    const cal_jv *gens = cal_jv_get(gc, "generations");
+    if (!g->read || !cal_jv_is(gc, CAL_JOBJ))
+        return;
+    for (size_t i = 0; i < CAL_GC_GENERATIONS && i < cal_jv_len(gens); i++) {
+        const cal_jv *gen = cal_jv_at(gens, i);
+        g->gen[i].collections += int_of(gen, "collections");
+        g->gen[i].collected += int_of(gen, "collected");
+        g->gen[i].uncollectable += int_of(gen, "uncollectable");
+    }
+}
+
 static int merge_leaks(cal_profile *p, const cal_jv *leaks, const uint32_t *procs,
                        size_t nprocs)
 {
@@ -581,6 +598,7 @@ int cal_merge_add(cal_profile *p, const cal_jv *root, double start_unix, char *e
                     best = cal_profile_process_at(p, i)->peak;
             merge_memory(p, m, offset, &best);
         }
+        merge_gc(p, cal_jv_get(cal_jv_get(root, "summary"), "gc"));
         rc = 0;
     }
     if (rc != 0)

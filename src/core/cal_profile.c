@@ -26,6 +26,7 @@ struct cal_profile {
     int64_t paused_ns; /* of it, with profiling switched off */
     cal_memory memory;
     cal_gpu_summary gpu;
+    cal_gc_stats gc;
     cal_stacks stacks;
     cal_timeline timeline;
     cal_atypes *atypes; /* allocation types and lifetimes, or NULL */
@@ -251,6 +252,7 @@ void cal_times_add(cal_times *dst, const cal_times *src)
     dst->system_ns += src->system_ns;
     dst->waiting_ns += src->waiting_ns;
     dst->samples += src->samples;
+    dst->gc_ns += src->gc_ns;
 }
 
 int64_t cal_times_cpu(const cal_times *t)
@@ -362,6 +364,10 @@ const cal_memory *cal_profile_memory_at(const cal_profile *p) { return &p->memor
 cal_gpu_summary *cal_profile_gpu(cal_profile *p) { return &p->gpu; }
 
 const cal_gpu_summary *cal_profile_gpu_at(const cal_profile *p) { return &p->gpu; }
+
+cal_gc_stats *cal_profile_gc(cal_profile *p) { return &p->gc; }
+
+const cal_gc_stats *cal_profile_gc_at(const cal_profile *p) { return &p->gc; }
 
 void cal_profile_add_func_total(cal_profile *p, uint32_t func, const cal_times *t)
 {

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "cal_atypes.h"
+#include "cal_gc.h"
 #include "cal_series.h"
 #include "cal_stacks.h"
 #include "cal_timeline.h"
@@ -31,6 +32,9 @@ typedef struct cal_times {
     int64_t system_ns;
     int64_t waiting_ns;
     int64_t samples;
+    int64_t gc_ns; /* of the CPU time (python + native + system), the part
+                      spent in the cyclic garbage collector: not a fifth
+                      kind, a label on the other three (cal_gc.h) */
 } cal_times;
 
 /* Allocation and copy volume (estimates from byte sampling, in bytes). */
@@ -250,6 +254,10 @@ const cal_timeline *cal_profile_timeline_at(const cal_profile *p);
 cal_memory *cal_profile_memory(cal_profile *p);
 const cal_memory *cal_profile_memory_at(const cal_profile *p);
 cal_gpu_summary *cal_profile_gpu(cal_profile *p);
+/* The garbage collector's statistics (cal_gc.h): read = 0 until the owner
+   fills them in. */
+cal_gc_stats *cal_profile_gc(cal_profile *p);
+const cal_gc_stats *cal_profile_gc_at(const cal_profile *p);
 const cal_gpu_summary *cal_profile_gpu_at(const cal_profile *p);
 
 /* Credit `t` to the total (inclusive) time of a function. */

@@ -147,6 +147,8 @@ static void json_times_fields(cal_json *j, const cal_times *t)
     cal_json_seconds(j, t->waiting_ns);
     cal_json_key(j, "samples");
     cal_json_int(j, t->samples);
+    cal_json_key(j, "gc_s");
+    cal_json_seconds(j, t->gc_ns);
 }
 
 static void json_times_object(cal_json *j, const char *key, const cal_times *t)
@@ -395,8 +397,8 @@ static void json_gpu_summary(cal_json *j, const cal_profile *p)
     cal_json_object_end(j);
 }
 
-static void json_line_ref(cal_json *j, const char *key, const cal_profile *p,
-                          uint32_t li)
+void cal_report_json_line_ref(cal_json *j, const char *key, const cal_profile *p,
+                              uint32_t li)
 {
     cal_json_key(j, key);
     const cal_line_stat *ls =
@@ -439,7 +441,7 @@ static void json_memory_summary(cal_json *j, const cal_profile *p)
     cal_json_key(j, "peak_python_fraction");
     cal_json_fixed(
         j, mem->peak > 0 ? (double)mem->peak_python / (double)mem->peak : 0.0, 3);
-    json_line_ref(j, "peak_line", p, mem->peak_line);
+    cal_report_json_line_ref(j, "peak_line", p, mem->peak_line);
     cal_json_key(j, "end_bytes");
     cal_json_int(j, mem->end_live);
     cal_json_key(j, "end_python_fraction");
@@ -972,6 +974,7 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
     cal_json_int(&j, m->dropped);
     json_memory_summary(&j, p);
     json_gpu_summary(&j, p);
+    cal_gc_json(&j, p, t.all.gc_ns, cal_times_cpu(&t.all));
     cal_json_object_end(&j);
 
     json_processes(&j, p);

@@ -52,4 +52,9 @@ size_t cal_report_notes(const cal_profile *p, const cal_meta *m, cal_buf *out);
 /* Append the JSON profile to `out`. */
 void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out);
 
+/* Write `key` and a line's reference, {path, line, function}, or null when
+   li is not a line of p. */
+void cal_report_json_line_ref(cal_json *j, const char *key, const cal_profile *p,
+                              uint32_t li);
+
 #endif

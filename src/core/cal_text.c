@@ -35,12 +35,14 @@
 
 typedef struct times {
     double py, nat, sys, wait;
+    double gc; /* of py + nat + sys, in the garbage collector */
 } times;
 
 static times get_times(const cal_jv *o)
 {
     times t = {cal_jv_getnum(o, "python_s", 0), cal_jv_getnum(o, "native_s", 0),
-               cal_jv_getnum(o, "system_s", 0), cal_jv_getnum(o, "waiting_s", 0)};
+               cal_jv_getnum(o, "system_s", 0), cal_jv_getnum(o, "waiting_s", 0),
+               cal_jv_getnum(o, "gc_s", 0)};
     return t;
 }
 
@@ -356,6 +358,7 @@ typedef struct report {
     int memory;       /* memory was profiled */
     int gpu;          /* the GPU was sampled */
     int summed;       /* several threads or processes: their times add up */
+    int gc;           /* the garbage collector took enough time to show per line */
 } report;
 
 /* A line's share of the program: the larger of its share of time and of
@@ -411,6 +414,50 @@ static void gpu_header(report *r, const cal_jv *gpu)
     spark_row(r, "GPU mem", cal_jv_get(gpu, "timeline"), "");
 }
 
+/* The garbage collector's line of the header: its time and share of the
+   CPU, its collections per generation, what they freed; nothing when it
+   was not read or never ran. */
+static void gc_header(report *r, const cal_jv *gc)
+{
+    double collections = cal_jv_getnum(gc, "collections", 0);
+    if (!cal_jv_is(gc, CAL_JOBJ) || collections <= 0)
+        return;
+    const cal_jv *gens = cal_jv_get(gc, "generations");
+    cal_buf h;
+    cal_buf_init(&h);
+    cal_buf_printf(&h,
+                   "calipers: garbage collector %.2f\x01s (%.1f%% of CPU) in %.0f "
+                   "collections (",
+                   cal_jv_getnum(gc, "time_s", 0),
+                   100 * cal_jv_getnum(gc, "cpu_fraction", 0), collections);
+    for (size_t i = 0; i < cal_jv_len(gens); i++)
+        cal_buf_printf(&h, "%sgen\x01%zu: %.0f", i ? ", " : "", i,
+                       cal_jv_getnum(cal_jv_at(gens, i), "collections", 0));
+    cal_buf_printf(&h, "), %.0f objects collected", cal_jv_getnum(gc, "collected", 0));
+    double uncollectable = cal_jv_getnum(gc, "uncollectable", 0);
+    if (uncollectable > 0)
+        cal_buf_printf(&h, ", %.0f uncollectable", uncollectable);
+    /* The longest collection the ticks saw, if two or more did: a pause
+       long enough to matter, with its line. */
+    const cal_jv *top = cal_jv_at(cal_jv_get(cal_jv_get(gc, "seen"), "longest"), 0);
+    double ticks = cal_jv_getnum(top, "ticks", 0);
+    if (ticks >= 2) {
+        double interval = cal_jv_getnum(cal_jv_get(r->root, "config"), "interval_s", 0);
+        const cal_jv *gen = cal_jv_get(top, "generation");
+        cal_buf_printf(&h, "; the longest seen about %.0f\x01ms",
+                       1e3 * ticks * interval);
+        if (cal_jv_is(gen, CAL_JNUM))
+            cal_buf_printf(&h, " (gen\x01%.0f)", cal_jv_num(gen, 0));
+        const cal_jv *at = cal_jv_get(top, "line");
+        if (cal_jv_is(at, CAL_JOBJ))
+            cal_buf_printf(&h, " at %s:%.0f", base_name(cal_jv_getstr(at, "path", "?")),
+                           cal_jv_getnum(at, "line", 0));
+    }
+    if (h.data)
+        add_wrapped(r->out, h.data, r->width, 10, r->tty);
+    cal_buf_free(&h);
+}
+
 static void header(report *r)
 {
     const cal_jv *prog = cal_jv_get(r->root, "program");
@@ -449,6 +496,7 @@ static void header(report *r)
         add_wrapped(r->out, h.data, r->width, 10, r->tty);
     cal_buf_free(&h);
 
+    gc_header(r, cal_jv_get(sum, "gc"));
     gpu_header(r, cal_jv_get(sum, "gpu"));
     const cal_jv *mem = cal_jv_get(sum, "memory");
     if (!r->memory)
@@ -487,6 +535,7 @@ enum {
     C_PCT,
     C_SPLIT,
     C_KINDS,
+    C_GC,
     C_ALLOC,
     C_PYPCT,
     C_HELD,
@@ -506,6 +555,7 @@ static const struct {
     {"%", 5},
     {"split", 11},
     {"    py  nat  sys wait", 21},
+    {"gc", 8},
     {"alloc", 8},
     {"py%", 5},
     {"held", 8},
@@ -527,9 +577,10 @@ static void choose_columns(const report *r, int any_copy, int on[NCOL])
 {
     for (int c = 0; c < NCOL; c++)
         on[c] = c < C_ALLOC || (c < C_GPU && r->memory) || (c >= C_GPU && r->gpu);
+    on[C_GC] = r->gc;
     if (!any_copy)
         on[C_COPY] = 0;
-    static const int drop[] = {C_KINDS, C_SPARK, C_COPY, C_HELD, C_PYPCT, C_GMEM};
+    static const int drop[] = {C_KINDS, C_SPARK, C_COPY, C_HELD, C_GC, C_PYPCT, C_GMEM};
     for (size_t k = 0; k < sizeof drop / sizeof *drop; k++) {
         int used = 2;
         for (int c = 0; c < NCOL; c++)
@@ -600,6 +651,13 @@ static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv 
             percent(a, sizeof a, v[k], all);
             cal_buf_printf(r->out, k ? "%5s" : "%6s", a); /* 6 + 3 * 5 = 21 */
         }
+    }
+    if (on[C_GC]) {
+        if (t.gc >= 0.005) /* what rounds to 0.00s is left blank */
+            human_seconds(a, sizeof a, t.gc);
+        else
+            a[0] = '\0';
+        cal_buf_printf(r->out, "%8s", a);
     }
     if (on[C_ALLOC]) {
         if (alloc > 0)
@@ -952,7 +1010,7 @@ static void files_tables(report *r)
             prev = no;
             const cal_jv *ln = find_line(file, no);
             const cal_jv *mem = cal_jv_get(ln, "memory");
-            times t = ln ? get_times(ln) : (times){0, 0, 0, 0};
+            times t = ln ? get_times(ln) : (times){0, 0, 0, 0, 0};
             cells(r, on, no, t, mem, cal_jv_get(mem, "timeline"),
                   cal_jv_get(ln, "gpu"));
             const char *text = source_text(file, no);
@@ -1174,11 +1232,13 @@ static void legend(report *r)
     cal_buf_puts(r->out, "          split: ");
     static const char *const names[4] = {"Python", "native", "system", "waiting"};
     for (int k = 0; k < 4; k++) {
-        times t = {k == 0, k == 1, k == 2, k == 3};
+        times t = {k == 0, k == 1, k == 2, k == 3, 0};
         add_split(r->out, t, 1, r->tty);
         cal_buf_printf(r->out, " %s%s", names[k], k < 3 ? "  " : "\n");
     }
 }
+
+#define GC_COLUMN 0.01
 
 void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out)
 {
@@ -1187,9 +1247,12 @@ void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out)
     const cal_jv *sum = cal_jv_get(root, "summary");
     r.cwd = cal_jv_getstr(cal_jv_get(root, "program"), "cwd", NULL);
     r.wall = cal_jv_getnum(sum, "wall_s", 0);
-    r.time_all = t_all(get_times(sum));
+    times run = get_times(sum);
+    r.time_all = t_all(run);
     r.summed = cal_jv_len(cal_jv_get(root, "threads")) > 1 ||
                cal_jv_len(cal_jv_get(root, "processes")) > 1;
+    /* The GC column: where the collector took at least GC_COLUMN of the CPU. */
+    r.gc = run.gc >= GC_COLUMN * t_cpu(run) && run.gc > 0;
     const cal_jv *mem = cal_jv_get(sum, "memory");
     r.memory = cal_jv_is(mem, CAL_JOBJ);
     const cal_jv *gpu = cal_jv_get(sum, "gpu");

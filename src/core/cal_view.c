@@ -89,8 +89,10 @@ static const cal_jshape TIMELINE = {.types = CAL_JT_ARR, .items = &POINT};
 /* ---- records ------------------------------------------------------------- */
 
 static const cal_jmember TIMES_M[] = {
-    {"python_s", 1, &SECONDS},  {"native_s", 1, &SECONDS}, {"system_s", 1, &SECONDS},
-    {"waiting_s", 1, &SECONDS}, {"samples", 1, &COUNT},    {NULL, 0, NULL},
+    {"python_s", 1, &SECONDS}, {"native_s", 1, &SECONDS},
+    {"system_s", 1, &SECONDS}, {"waiting_s", 1, &SECONDS},
+    {"samples", 1, &COUNT},    {"gc_s", 0, &SECONDS},
+    {NULL, 0, NULL},
 };
 static const cal_jshape TIMES = {.types = CAL_JT_OBJ, .members = TIMES_M};
 
@@ -200,6 +202,46 @@ static const cal_jmember GPU_M[] = {
 };
 static const cal_jshape GPU = {.types = CAL_JT_OBJ | CAL_JT_NULL, .members = GPU_M};
 
+/* [seconds, count] points. */
+static const cal_jshape *const COUNT_POINT_AT[] = {&SECONDS, &COUNT, NULL};
+static const cal_jshape COUNT_POINT = {.types = CAL_JT_ARR, .tuple = COUNT_POINT_AT};
+static const cal_jshape COUNT_TIMELINE = {.types = CAL_JT_ARR, .items = &COUNT_POINT};
+
+static const cal_jmember GC_GENERATION_M[] = {
+    {"collections", 1, &COUNT},       {"collected", 1, &COUNT},
+    {"uncollectable", 1, &COUNT},     {"threshold", 1, &COUNT},
+    {"timeline", 1, &COUNT_TIMELINE}, {NULL, 0, NULL},
+};
+static const cal_jshape GC_GENERATION = {.types = CAL_JT_OBJ,
+                                         .members = GC_GENERATION_M};
+static const cal_jshape GC_GENERATIONS = {.types = CAL_JT_ARR, .items = &GC_GENERATION};
+
+static const cal_jshape COUNT_OR_NULL = {
+    .types = CAL_JT_NUM | CAL_JT_NULL, .whole = 1, .max = MAX_BYTES};
+static const cal_jmember GC_SEEN_ONE_M[] = {
+    {"generation", 1, &COUNT_OR_NULL},
+    {"start_s", 1, &SECONDS},
+    {"ticks", 1, &COUNT},
+    {"at_least_s", 1, &SECONDS},
+    {"line", 1, &LINE_REF},
+    {"collected", 1, &COUNT_OR_NULL},
+    {"uncollectable", 1, &COUNT_OR_NULL},
+    {NULL, 0, NULL},
+};
+static const cal_jshape GC_SEEN_ONE = {.types = CAL_JT_OBJ, .members = GC_SEEN_ONE_M};
+static const cal_jshape GC_SEEN_LIST = {.types = CAL_JT_ARR, .items = &GC_SEEN_ONE};
+static const cal_jmember GC_SEEN_M[] = {
+    {"collections", 1, &COUNT}, {"longest", 1, &GC_SEEN_LIST}, {NULL, 0, NULL}};
+static const cal_jshape GC_SEEN = {.types = CAL_JT_OBJ, .members = GC_SEEN_M};
+
+static const cal_jmember GC_M[] = {
+    {"time_s", 1, &SECONDS},      {"cpu_fraction", 1, &FRACTION},
+    {"collections", 1, &COUNT},   {"collected", 1, &COUNT},
+    {"uncollectable", 1, &COUNT}, {"generations", 1, &GC_GENERATIONS},
+    {"seen", 0, &GC_SEEN},        {NULL, 0, NULL},
+};
+static const cal_jshape GC = {.types = CAL_JT_OBJ | CAL_JT_NULL, .members = GC_M};
+
 static const cal_jmember SUMMARY_M[] = {
     {"wall_s", 1, &SECONDS},
     {"paused_s", 0, &SECONDS},
@@ -208,6 +250,7 @@ static const cal_jmember SUMMARY_M[] = {
     {"dropped_samples", 1, &COUNT},
     {"memory", 1, &MEMORY},
     {"gpu", 0, &GPU},
+    {"gc", 0, &GC},
     {NULL, 0, NULL},
 };
 static const cal_jshape SUMMARY = {

@@ -80,8 +80,9 @@ typedef struct slot {
 } slot;
 
 static struct {
-    _Atomic(slot *) slots[MAX_SLOTS]; /* never freed */
-    int signo;                        /* 0 until the handler is installed */
+    _Atomic(slot *) slots[MAX_SLOTS];   /* never freed */
+    int signo;                          /* 0 until the handler is installed */
+    PyInterpreterState *_Atomic interp; /* whose collector a tick looks at */
     int64_t interval_ns;
     unsigned next; /* where the search for a free slot starts */
 } T;
@@ -124,6 +125,8 @@ static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
             k->cpu_ns = cal_clock_thread_cpu_sigsafe(s->clock);
             k->n = calx_frames_copy_sigsafe(&s->window, atomic_load(&s->ts), k->f,
                                             CALX_TICK_FRAMES, &k->more, &k->attached);
+            k->gc =
+                k->attached == 1 && calx_gc_collecting_sigsafe(atomic_load(&T.interp));
             if (k->n >= 0 && k->cpu_ns >= 0)
                 atomic_store_explicit(&s->head, h + 1, memory_order_release);
         }
@@ -131,15 +134,16 @@ static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
     errno = saved;
 }
 
-int calx_cputicks_start(int64_t interval_ns)
+int calx_cputicks_start(int64_t interval_ns, PyInterpreterState *interp)
 {
 #ifndef Py_GIL_DISABLED
-    (void)interval_ns;
+    (void)interval_ns, (void)interp;
     return -1;
 #else
     if (!kernel_defers_cpu_timers())
         return -1;
     T.interval_ns = interval_ns;
+    atomic_store(&T.interp, interp);
     if (T.signo)
         return 0;
     for (int sig = SIGRTMAX; sig >= SIGRTMAX - 7 && sig >= SIGRTMIN; sig--) {
@@ -240,6 +244,7 @@ int calx_cputicks_take(int idx, calx_cputick *out)
     const calx_cputick *k = &s->ring[t % RING];
     out->cpu_ns = k->cpu_ns;
     out->attached = k->attached;
+    out->gc = k->gc;
     out->more = k->more;
     out->n = k->n < 0 ? 0 : k->n > CALX_TICK_FRAMES ? CALX_TICK_FRAMES : k->n;
     memcpy(out->f, k->f, (size_t)out->n * sizeof(out->f[0]));

@@ -25,6 +25,7 @@ typedef struct calx_cputick {
     int64_t cpu_ns; /* the thread's CPU clock at the tick */
     int attached;   /* its thread state then: 1 attached (bytecode), 0
                        detached (native code), -1 neither */
+    int gc;         /* attached while the collector ran: its collection */
     int n;          /* frames copied, innermost first */
     int more;       /* the stack went on past them */
     calx_raw_frame f[CALX_TICK_FRAMES];
@@ -35,7 +36,7 @@ typedef struct calx_cputick {
    the free-threaded build, a kernel whose CPU timers may interrupt a
    system call, no free signal): the sampler then reads threads where it
    finds them.  Caller holds the engine lock. */
-int calx_cputicks_start(int64_t interval_ns);
+int calx_cputicks_start(int64_t interval_ns, PyInterpreterState *interp);
 
 /* Arm a thread (kernel id tid, CPU clock base `clock`, thread state ts)
    to tick every interval of its CPU time.  Returns its slot, or -1. */

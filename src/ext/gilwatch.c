@@ -22,6 +22,8 @@ typedef struct watched {
     int64_t last_ran; /* when its CPU clock was last seen to advance */
     int was_holder;
     int64_t python_ns, native_ns;
+    int64_t gc_ns; /* of those, ended by a look that found it collecting
+                      garbage (it held the GIL, and the collector ran) */
 } watched;
 
 /* A gap between looks longer than this says nothing: the sampler thread was
@@ -58,7 +60,7 @@ int calx_gilwatch_set_threads(const void *const *ts, const unsigned long *idents
         return -1;
     pthread_mutex_lock(&W.mu);
     for (size_t i = 0; i < n; i++) {
-        watched w = {ts[i], idents[i], clocks[i], -1, 0, 0, 0, 0};
+        watched w = {ts[i], idents[i], clocks[i], -1, 0, 0, 0, 0, 0};
         for (size_t k = 0; k < W.n; k++) {
             /* The same thread (its clock), perhaps with a new thread state:
                a C thread gets one each time it calls into Python. */
@@ -96,6 +98,8 @@ static void observe(PyInterpreterState *interp)
     cal_vmread_reset_sigsafe(&W.window, getpid());
     int by_ident =
         holder && calx_thread_ident_sigsafe(&W.window, holder, &holder_ident) == 0;
+    /* The collector runs in the thread that holds the GIL. */
+    int collecting = holder && calx_gc_collecting_sigsafe(interp);
     int64_t now = cal_clock_now_ns();
     int count = now - W.last_look <= MAX_GAP_NS;
     W.last_look = now;
@@ -112,6 +116,8 @@ static void observe(PyInterpreterState *interp)
                     w->python_ns += cpu - w->last_cpu;
                 else
                     w->native_ns += cpu - w->last_cpu;
+                if (is_holder && collecting)
+                    w->gc_ns += cpu - w->last_cpu;
             }
             w->last_ran = now;
         }
@@ -205,7 +211,8 @@ void calx_gilwatch_stop(void)
 
 int calx_gilwatch_tid(void) { return __atomic_load_n(&W.tid, __ATOMIC_RELAXED); }
 
-int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share)
+int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share,
+                       double *gc_share)
 {
     int found = 0;
     pthread_mutex_lock(&W.mu);
@@ -216,7 +223,8 @@ int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share)
         int64_t sum = w->python_ns + w->native_ns;
         if (sum > 0 && sum >= min_ns) {
             *native_share = (double)w->native_ns / (double)sum;
-            w->python_ns = w->native_ns = 0;
+            *gc_share = (double)w->gc_ns / (double)sum;
+            w->python_ns = w->native_ns = w->gc_ns = 0;
             found = 1;
         }
         break;

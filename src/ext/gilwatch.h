@@ -55,10 +55,13 @@ void calx_gilwatch_stop_detach(void);
 void calx_gilwatch_stop(void);
 
 /* The share of the CPU time that the thread of `clock` used in native code
-   since the last successful call for it.  Returns 1 and sets *native_share once at
-   least min_ns of its CPU time has been watched; returns 0 (and keeps counting) before
-   that. */
-int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share);
+   since the last successful call for it, and the share it used collecting
+   garbage (looks that found it holding the GIL while the collector ran:
+   the CPU since the previous look is the collector's).  Returns 1 and sets
+   *native_share and *gc_share once at least min_ns of its CPU time has
+   been watched; returns 0 (and keeps counting) before that. */
+int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share,
+                       double *gc_share);
 
 /* The last reading of a watched thread's CPU clock, taken at most a look
    (1 ms) before it ended if it is gone, and when that clock was last seen

@@ -854,3 +854,52 @@ int64_t calx_gc_collections(void)
     return -1;
 #endif
 }
+
+/* ---- the garbage collector's state -----------------------------------------
+ * The same fields gc.get_count(), gc.get_threshold() and gc.get_stats()
+ * read (Modules/gcmodule.c), from the interpreter's GC state (3.9 on:
+ * interp->gc).  The free-threaded build keeps its generations as young and
+ * old[2] (3.14t), the default build as generations[3].  `collecting` is set
+ * for the whole of a collection, the gc.callbacks included, on every
+ * version here (gc.c: _PyObject_GC_Alloc and gc.collect() up to 3.11,
+ * _Py_RunGC in 3.12, _PyGC_Collect from 3.13, gc_free_threading.c). */
+#ifdef CALX_KNOWN_LAYOUT
+#if defined(Py_GIL_DISABLED)
+#define GC_GENERATION(gc, i) ((i) == 0 ? &(gc)->young : &(gc)->old[(i)-1])
+#else
+#define GC_GENERATION(gc, i) (&(gc)->generations[i])
+#endif
+#endif
+
+int calx_gc_read_sigsafe(PyInterpreterState *interp, calx_gc_state *out)
+{
+#ifdef CALX_KNOWN_LAYOUT
+    if (!interp)
+        return -1;
+    const struct _gc_runtime_state *gc = &interp->gc;
+    for (int i = 0; i < CALX_GC_GENERATIONS; i++) {
+        const struct gc_generation *gen = GC_GENERATION(gc, i);
+        const struct gc_generation_stats *st = &gc->generation_stats[i];
+        out->count[i] = __atomic_load_n(&gen->count, __ATOMIC_RELAXED);
+        out->threshold[i] = __atomic_load_n(&gen->threshold, __ATOMIC_RELAXED);
+        out->collections[i] = __atomic_load_n(&st->collections, __ATOMIC_RELAXED);
+        out->collected[i] = __atomic_load_n(&st->collected, __ATOMIC_RELAXED);
+        out->uncollectable[i] = __atomic_load_n(&st->uncollectable, __ATOMIC_RELAXED);
+    }
+    return 0;
+#else
+    (void)interp;
+    (void)out;
+    return -1;
+#endif
+}
+
+int calx_gc_collecting_sigsafe(PyInterpreterState *interp)
+{
+#ifdef CALX_KNOWN_LAYOUT
+    return interp && __atomic_load_n(&interp->gc.collecting, __ATOMIC_RELAXED) != 0;
+#else
+    (void)interp;
+    return 0;
+#endif
+}

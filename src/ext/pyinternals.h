@@ -177,4 +177,27 @@ calx_usable_fn calx_pyalloc_usable_fn(void);
    interpreter's layout is unknown.  Any thread, GIL or not. */
 int64_t calx_gc_collections(void);
 
+/* The cyclic garbage collector's state, as gc.get_count(),
+   gc.get_threshold() and gc.get_stats() would report it, read where the
+   collector keeps it (nothing is registered with it or asked of it). */
+#define CALX_GC_GENERATIONS 3
+typedef struct calx_gc_state {
+    int64_t count[CALX_GC_GENERATIONS];
+    int64_t threshold[CALX_GC_GENERATIONS];
+    int64_t collections[CALX_GC_GENERATIONS];
+    int64_t collected[CALX_GC_GENERATIONS];
+    int64_t uncollectable[CALX_GC_GENERATIONS];
+} calx_gc_state;
+
+/* Read interp's collector state into *out.  Returns 0, or -1 when this
+   interpreter's layout is unknown.  Any thread, GIL or not:
+   async-signal-safe (plain reads; without the GIL a figure may be one
+   collection stale). */
+int calx_gc_read_sigsafe(PyInterpreterState *interp, calx_gc_state *out);
+
+/* 1 if interp's collector is collecting right now (some thread is in a
+   collection, gc.collect() included), 0 if not or unknown.  Relaxed: the
+   flag of the moment.  Any thread; async-signal-safe. */
+int calx_gc_collecting_sigsafe(PyInterpreterState *interp);
+
 #endif

@@ -108,6 +108,7 @@
 #include "cal_clock.h"
 #include "cal_rand.h"
 #include "cputicks.h"
+#include "gcstats.h"
 #include "gilwatch.h"
 #include "gpu.h"
 #include "memory.h"
@@ -157,6 +158,7 @@ typedef struct calx_thread {
     int seen;
     int name_tries;
     double native_share; /* of its CPU, last seen by gilwatch */
+    double gc_share;     /* ... and the garbage collector's share of it */
     const void *ts;      /* its latest thread state (gilwatch's fallback, if
                             the holder's thread id cannot be read) */
     int64_t last_wall, last_cpu, last_sys;
@@ -210,6 +212,8 @@ typedef struct pass_entry {
                                       preempted or blocked): its CPU waits (credit) */
     int ticked;                    /* ... or it ticks (cputicks.h): its CPU always
                                       waits, for its ticks */
+    double gc_share;               /* of its CPU since its previous sample, the
+                                      garbage collector's (gcstats.h) */
 } pass_entry;
 
 /* Waiting seen in an idle asyncio event loop, to credit to the lines its
@@ -249,6 +253,7 @@ typedef struct main_cut {
     calx_peek peek;
     int blocked;
     cal_thread_times asked;
+    calx_gc_tick gc; /* what it saw of the collector in the main thread */
 } main_cut;
 
 typedef struct engine {
@@ -776,6 +781,7 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
         t.python_ns = 0;
         t.system_ns -= used.system_ns;
     }
+    t.gc_ns = (int64_t)(pe->gc_share * (double)cal_times_cpu(&t) + 0.5);
     if (!pe->frameless && (!pe->off_cpu || untried(th, pe))) {
         /* (A place found off a CPU is where it was preempted, not where
            its CPU went: not remembered for the CPU handed out there;
@@ -883,6 +889,7 @@ static void take_ticks(calx_thread *th)
         th->native_share = share;
         cal_times t = {0};
         set_cpu(&t, cpu, sys, share);
+        t.gc_ns = k->gc ? cal_times_cpu(&t) : 0; /* the tick's label, as native's */
         if (n > 0) {
             remember_place(th, &at, share);
             flush_unplaced(th);
@@ -1313,6 +1320,7 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
     E.in_pass = 1;
     E.gil_free = calx_nogil_build() && !calx_gil_enabled(E.interp);
     pass_footprint = calx_memory_pass();
+    calx_gcstats_pass();
     pass_gpu = calx_gpu_pass(calx_session_profile(), calx_session_origin());
     int64_t wall = cal_clock_now_ns();
     size_t n = 0;
@@ -1403,10 +1411,18 @@ again:
        no CPU while watched, the split it saw last). */
     for (size_t i = 0; i < n; i++) {
         calx_thread *th = &E.threads[E.pass[i].ti];
-        double share;
-        if (th->is_main)
+        double share, gc_share;
+        E.pass[i].gc_share = 0;
+        if (th->is_main) {
             th->native_share = main_native;
-        else if (E.gil_free) {
+            /* (labelled where its interval ends: at the tick, below) */
+            if (cut && cut->wall > 0 && cut->wall >= th->last_wall &&
+                !E.pass[i].asked && cut->gc.running) {
+                E.pass[i].gc_share = 1;
+                calx_gcstats_seen(&cut->gc, E.pass[i].file, E.pass[i].line,
+                                  E.pass[i].func);
+            }
+        } else if (E.gil_free) {
             /* No GIL to watch: the interval is labelled by the thread's
                state at the pass (an unbiased estimate, as the main
                thread's is: the ticks are independent of the program),
@@ -1417,12 +1433,19 @@ again:
                nothing: its CPU waits for a sample that finds it on one. */
             if (E.pass[i].off_cpu && !untried(th, &E.pass[i]))
                 continue;
+            E.pass[i].gc_share =
+                E.pass[i].attached == 1 && calx_gc_collecting_sigsafe(E.interp);
             if (E.pass[i].frameless)
                 th->native_share = 1.0;
             else if (E.pass[i].attached >= 0)
                 th->native_share = E.pass[i].attached ? 0.0 : 1.0;
-        } else if (calx_gilwatch_take(th->clock, MIN_WATCHED_NS, &share))
-            th->native_share = share;
+        } else {
+            if (calx_gilwatch_take(th->clock, MIN_WATCHED_NS, &share, &gc_share)) {
+                th->native_share = share;
+                th->gc_share = gc_share;
+            }
+            E.pass[i].gc_share = th->gc_share;
+        }
     }
 
     for (size_t i = 0; i < n; i++) {
@@ -1600,8 +1623,11 @@ static void tick(void)
     }
     /* Asked at an earlier tick, over a millisecond ago, and it has used
        (almost) no CPU since: it is off the CPU (blocked, or waiting for
-       the GIL) since then, and will answer when that ends. */
-    cut.blocked = read && !queue && E.tick_main_cpu >= 0 &&
+       the GIL) since then, and will answer when that ends.  Unless it is
+       collecting garbage: it holds the GIL and works, and off the CPU it
+       was preempted (a loaded machine), not blocked. */
+    calx_gcstats_tick_sigsafe(E.interp, E.main_ts, cut.wall, &cut.gc);
+    cut.blocked = read && !queue && E.tick_main_cpu >= 0 && !cut.gc.running &&
                   (E.cut.blocked || (cut.wall - E.tick_wall > TAKEOVER_NS &&
                                      cut.times.cpu_ns - E.tick_main_cpu <= SERVICE_NS));
     cut.asked = E.tick_times;
@@ -1932,7 +1958,8 @@ static int engine_start(int forked_child)
     E.pid = getpid();
     E.dropped = 0;
     E.torn = 0;
-    E.ticks_on = calx_nogil_build() && calx_cputicks_start(E.interval_ns) == 0;
+    E.ticks_on =
+        calx_nogil_build() && calx_cputicks_start(E.interval_ns, E.interp) == 0;
     clockid_t sched;
     if (pthread_getcpuclockid(pthread_self(), &sched) != 0) {
         PyErr_SetString(PyExc_OSError, "calipers: no per-thread CPU clock");
@@ -1959,6 +1986,7 @@ static int engine_start(int forked_child)
         }
     }
     publish_known();
+    calx_gcstats_start(E.interp, calx_session_profile());
     /* And so are native ones: every thread the scans find later was born
        since profiling started.  A forked child has only the thread that
        forked: any other is born since, and there is nothing to scan. */
@@ -2036,6 +2064,7 @@ int calx_sampler_stop(int leaving)
     if (atomic_load(&E.active)) {
         calx_memory_stop();
         sample_pass(PASS_FINAL, 0, NULL);
+        calx_gcstats_stop();
         calx_gpu_close();
         calx_session_stamp();
         atomic_store(&E.active, 0);

@@ -96,7 +96,7 @@ static void test_strings(void)
 
 static cal_times T(int64_t py, int64_t nat, int64_t sys, int64_t wait)
 {
-    cal_times t = {py, nat, sys, wait, 1};
+    cal_times t = {py, nat, sys, wait, 1, 0};
     return t;
 }
 
@@ -2820,10 +2820,105 @@ static void test_atypes(void)
     cal_profile_free(p);
 }
 
+/* The garbage collector: gc_s in the time records, summary.gc (null when
+   the collector was not read), both accepted by the shape check and shown
+   by the terminal report, and a child's collections merged in. */
+static void test_gc(void)
+{
+    cal_profile *p = cal_profile_new();
+    build_profile(p, 0);
+    size_t len;
+    char *text = profile_json(p, 1000.0, &len);
+    CHECK(strstr(text, "\"gc\": null") != NULL);
+    CHECK(strstr(text, "\"gc_s\": 0.000000") != NULL);
+    free(text);
+
+    uint32_t f = cal_profile_string(p, "/w/a.py", 7);
+    uint32_t fn = cal_profile_function(p, f, cal_profile_string(p, "f", 1), 10);
+    cal_times t = T(30000000, 10000000, 0, 0);
+    t.gc_ns = 26000000; /* of the 40 ms of CPU */
+    CHECK(cal_profile_add_sample(p, 0, f, 12, fn, &t) == 0);
+    cal_gc_stats *g = cal_profile_gc(p);
+    g->read = 1;
+    for (int i = 0; i < CAL_GC_GENERATIONS; i++) {
+        g->gen[i].collections = 10 >> i;
+        g->gen[i].collected = 1000 >> i;
+        g->gen[i].threshold = i ? 10 : 2000;
+        cal_series_add(&g->gen[i].count, 0, 0);
+        cal_series_add(&g->gen[i].count, 5000000, 7 - i);
+    }
+    g->gen[2].uncollectable = 3;
+    /* Collections seen: the longest first, one record per collection, the
+       shortest dropped once the list is full. */
+    uint32_t li = cal_profile_line(p, f, 12, fn);
+    for (int k = 0; k < CAL_GC_LONGEST + 5; k++) {
+        cal_gc_seen one = {0, 1000 * k, 0, 1 + k % 7, li, 10, 0};
+        cal_gc_add_seen(g, &one);
+    }
+    cal_gc_seen big = {2, 5, 0, 3, li, -1, -1};
+    cal_gc_add_seen(g, &big);
+    big.ticks = 40; /* the same collection, seen by more ticks */
+    big.span_ns = 20000000;
+    cal_gc_add_seen(g, &big);
+    CHECK(g->seen == CAL_GC_LONGEST + 6);
+    CHECK(g->nlongest == CAL_GC_LONGEST);
+    CHECK(g->longest[0].generation == 2 && g->longest[0].ticks == 40);
+    for (size_t k = 1; k < g->nlongest; k++)
+        CHECK(g->longest[k - 1].ticks >= g->longest[k].ticks);
+    CHECK(g->longest[g->nlongest - 1].ticks >= 1);
+    text = profile_json(p, 1000.0, &len);
+    CHECK(strstr(text, "\"ticks\": 40") != NULL);
+    CHECK(strstr(text, "\"at_least_s\": 0.020000") != NULL);
+    CHECK(strstr(text, "\"gc_s\": 0.026000") != NULL);
+    CHECK(strstr(text, "\"time_s\": 0.026000") != NULL);
+    CHECK(strstr(text, "\"collections\": 17") != NULL); /* 10 + 5 + 2 */
+    CHECK(strstr(text, "\"collected\": 1750") != NULL); /* 1000 + 500 + 250 */
+    CHECK(strstr(text, "\"uncollectable\": 3") != NULL);
+    cal_jdoc doc;
+    char err[200];
+    CHECK(cal_jdoc_parse(&doc, text, len, err, sizeof err) == 0);
+    CHECK(cal_view_check(doc.root, err, sizeof err) == 0);
+    cal_buf s;
+    cal_buf_init(&s);
+    cal_view_opts o = {240, 0, 1.0, 300, NULL};
+    cal_view_text(doc.root, &o, &s);
+    CHECK(s.data && strstr(s.data, "garbage collector 0.03 s") != NULL);
+    CHECK(strstr(s.data, "gen 2: 2") != NULL && strstr(s.data, "3 uncollectable"));
+    /* 40 ticks at 10 ms */
+    CHECK(strstr(s.data, "the longest seen about 400 ms (gen 2) at a.py:12") != NULL);
+    CHECK(strstr(s.data, "      gc") != NULL); /* the lines' gc column */
+    cal_buf_free(&s);
+
+    /* A child's collections add to the run's. */
+    cal_profile *q = cal_profile_new();
+    build_profile(q, 1);
+    cal_profile_gc(q)->read = 1;
+    cal_profile_gc(q)->gen[0].collections = 1;
+    CHECK(cal_merge_add(q, doc.root, 1000.0, err, sizeof err) == 0);
+    CHECK(cal_profile_gc_at(q)->gen[0].collections == 11);
+    CHECK(cal_profile_gc_at(q)->gen[2].uncollectable == 3);
+    cal_jdoc_free(&doc);
+
+    /* A gc member of the wrong shape is refused, with its name. */
+    char *at = strstr(text, "\"time_s\": 0.026000");
+    CHECK(at != NULL);
+    if (at) {
+        memcpy(at, "\"time_s\": \"0.0260\"", 18);
+        CHECK(cal_jdoc_parse(&doc, text, len, err, sizeof err) == 0);
+        CHECK(cal_view_check(doc.root, err, sizeof err) != 0);
+        CHECK(strstr(err, "summary.gc.time_s: expected a number") != NULL);
+        cal_jdoc_free(&doc);
+    }
+    free(text);
+    cal_profile_free(q);
+    cal_profile_free(p);
+}
+
 int main(void)
 {
     test_map();
     test_atypes();
+    test_gc();
     test_strings();
     test_profile();
     test_json_writer();
