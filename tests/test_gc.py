@@ -66,9 +66,18 @@ def cpu(rec):
                     "read about 20% low (3.14t: 0.79 of the truth on both marked lines), the "
                     "worker's about right; why is not found yet (INTERNALS.md)")
 def test_gc_time_per_line_matches_gc_callbacks(gc_runs):
-    profile, truth, _, _ = gc_runs
+    profile, truth, seen, _ = gc_runs
     lines = lines_of(profile)
     checked = 0
+    # The main thread is sampled at ticks drawn in wall time: a collection
+    # that another program's threads preempt lasts longer in wall time, is
+    # ticked more often than its CPU deserves, and takes the Python CPU
+    # before it into its label.  On a quiet machine 15%; when the main
+    # thread spent more than a twentieth of its CPU time preempted (the
+    # scheduler's own count), the bias shows (3.12 on a loaded 2-core
+    # machine: 0.81-1.23 of the truth), and the bound is 30%.
+    quiet = seen["main_preempted_s"] <= 0.05 * seen["main_cpu_s"]
+    tolerance = 0.15 if quiet else 0.30
     worker = str(line_of(PROGRAM, "dicts"))
     for line, want in truth["lines"].items():
         if want < LEAST_GC_S:
@@ -81,9 +90,12 @@ def test_gc_time_per_line_matches_gc_callbacks(gc_runs):
             # (the GIL changes hands): they land after collections more
             # often than at random, and read low (INTERNALS.md: 5-10% on
             # 3.13, 15-25% on 3.9 on a loaded 2-core machine).
-            assert 0.5 * want <= got <= 1.15 * want, (line, got, want, truth["lines"])
+            # (And on a loaded machine, as the main thread's, high too:
+            # 1.18 of the truth seen once on 3.13.)
+            high = 1.15 if quiet else 1.30
+            assert 0.5 * want <= got <= high * want, (line, got, want, seen)
         else:
-            assert abs(got - want) <= 0.15 * want, (line, got, want, truth["lines"])
+            assert abs(got - want) <= tolerance * want, (line, got, want, tolerance, seen)
         checked += 1
     # Both marked lines of the main thread and the worker's line.
     assert checked >= 3, truth["lines"]

@@ -111,6 +111,20 @@ if MEASURE:
     gc.callbacks.append(on_gc)
 stats_before = [s["collections"] for s in gc.get_stats()]
 cpu0 = time.process_time()
+main_cpu0 = time.thread_time()
+
+
+def preempted():
+    """The main thread's time runnable but not running (another program had
+    the CPU), from the scheduler: /proc's schedstat, in seconds."""
+    try:
+        with open("/proc/self/task/%d/schedstat" % threading.get_native_id()) as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+
+
+preempted0 = preempted()
 
 cycles_of_lists(int(12000000 * SCALE))
 cycles_of_nodes(int(12000000 * SCALE))
@@ -121,6 +135,8 @@ t.join()
 full = full_collections(10)
 
 cpu = time.process_time() - cpu0
+main_cpu = time.thread_time() - main_cpu0
+main_preempted = preempted() - preempted0
 stats_after = [s["collections"] for s in gc.get_stats()]
 if MEASURE:
     gc.callbacks.remove(on_gc)
@@ -129,7 +145,8 @@ view_after = view()
 at_end = [s["collections"] for s in gc.get_stats()]
 
 with open(sys.argv[1], "w") as f:
-    json.dump({"lines": gc_lines, "cpu_s": cpu,
+    json.dump({"lines": gc_lines, "cpu_s": cpu, "main_cpu_s": main_cpu,
+               "main_preempted_s": main_preempted,
                "collections": [b - a for a, b in zip(stats_before, stats_after)],
                "collections_all": [b - a for a, b in zip(at_start, at_end)],
                "view": [view_before, view_after], "counts": [count_before, count_after],
