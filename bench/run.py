@@ -924,7 +924,26 @@ def write_performance_page(redraw=True):
         overhead=section("overhead"), chart=chart("overhead", redraw),
         accuracy=section("accuracy"), accuracy_chart=chart("accuracy", redraw),
         accuracy_doc=accuracy.describe(),
-        own_cost=section("own-cost"), tracing=section("tracing")) + by_interpreter())
+        own_cost=section("own-cost"), tracing=section("tracing"),
+        heap=heap_section()) + by_interpreter())
+
+
+def heap_section():
+    """The heap scanner's table, from bench/results/heap.json (written by
+    bench/heap_scan.py --out; not one of run.py's suites: the peers there
+    are heap inspectors, not profilers)."""
+    path = RESULTS / "heap.json"
+    if not path.exists():
+        return "_No results yet: run `%s`._\n" % HEAP_COMMAND
+    import heap_scan
+
+    data = json.loads(path.read_text())
+    return ("Python %s; `%s`.\n\n%s\n" % (data["python"], data["command"],
+                                            heap_scan.table(data["results"])))
+
+
+HEAP_COMMAND = ("python bench/heap_scan.py --out bench/results/heap.json "
+                "1000000 5000000")
 
 
 BY_INTERPRETER_TEMPLATE = """
@@ -1126,7 +1145,36 @@ What calipers builds for a snapshot (its tuples, the file's bytes) is not
 itself sampled, as tracemalloc builds its traces untraced, and statistics are
 summed in C per traceback: one object per traceback, not per trace.
 
-{tracing}"""
+{tracing}
+## Heap scanner: calipers.heap against guppy3, pympler and objgraph
+
+`bench/heap_scan.py` builds the same heap in a fresh process for each tool
+(N/6 instances of a class, each with a str, a list and two ints; a dict of
+N/12 ints to strs) and times one call: `calipers.heap.scan()` (the walk,
+the dominator tree and retained sizes, the `Heap`), guppy3's
+`hpy().heap()`, pympler's `muppy.get_objects()` + `summary.summarize()`,
+objgraph's `typestats()`.  Memory is the peak resident set during the call
+less the resident set before it (`/proc/self/clear_refs` resets the
+peak); the collector is disabled for the timed call, for every tool.
+
+The tools do not do the same work.  calipers and guppy3 follow every
+reference from the roots (every object, GC-tracked or not, once) and
+size each; calipers also builds the graph and its dominator tree.
+pympler's `get_objects()` is `gc.get_objects()` plus one level of
+referents (so it sees the strs and ints the tracked objects hold
+directly) and sizes each with `sys.getsizeof`.  objgraph's `typestats()`
+only counts `gc.get_objects()` by type name: no sizes, no references
+followed, no str or int (not GC-tracked): it is the cheapest possible
+census, not a heap scan, and is shown as the floor.  So the counts
+differ by what each sees: ints and strs held only by untracked
+containers (pympler, objgraph), the interpreter's own objects reached only
+from the roots (guppy3 leaves out its own and some of the interpreter's),
+small ints and interned strs shared everywhere (counted once by those that
+follow references, once per reference by none).  Sizes are
+`sys.getsizeof`'s in calipers and pympler (with the collector's header);
+guppy3 sizes without it.
+
+{heap}"""
 
 if __name__ == "__main__":
     main()

@@ -205,6 +205,40 @@ static size_t reach(const cal_heapgraph *g, size_t from, uint8_t *seen, uint32_t
     return tail;
 }
 
+/* Shrink an array of `elem`-byte elements from *cap to n (n > 0): a
+   failed shrink keeps the larger one. */
+static void shrink(void **p, size_t *cap, size_t n, size_t elem)
+{
+    if (n == 0 || n >= *cap)
+        return;
+    void *q = realloc(*p, n * elem);
+    if (q) {
+        *p = q;
+        *cap = n;
+    }
+}
+
+/* The graph is complete: give back the slack that growing by half left
+   in each array (a quarter of them on average; the hash set stays, for
+   lookups). */
+static void trim(cal_heapgraph *g)
+{
+    size_t cap = g->cap, c;
+    if (g->n && g->n < cap) {
+        c = cap;
+        shrink((void **)&g->addr, &c, g->n, 8);
+        c = cap;
+        shrink((void **)&g->size, &c, g->n, 8);
+        c = cap;
+        shrink((void **)&g->type, &c, g->n, 4);
+        c = cap + 1;
+        shrink((void **)&g->off, &c, g->n + 1, 4);
+        g->cap = g->n; /* a failed shrink leaves more, never less */
+    }
+    shrink((void **)&g->edges, &g->edges_cap, g->nedges, 4);
+    shrink((void **)&g->roots, &g->roots_cap, g->nroots, 4);
+}
+
 int cal_heapgraph_finish(cal_heapgraph *g, size_t first)
 {
     while (g->expanded < g->n)
@@ -234,6 +268,7 @@ int cal_heapgraph_finish(cal_heapgraph *g, size_t first)
         }
     free(seen);
     free(queue);
+    trim(g);
     return 0;
 fail:
     free(seen);

@@ -69,7 +69,8 @@ int cal_heapgraph_add_root(cal_heapgraph *g, uint32_t node);
    cal_heapgraph_next), then complete the root set: every node at or after
    `first` that no other node points at becomes a root; then, while some
    node is unreachable from the roots (a cycle nothing outside points at),
-   the first such node becomes one.  0 or -1. */
+   the first such node becomes one.  Last, the arrays are trimmed to what
+   they hold.  0 or -1. */
 int cal_heapgraph_finish(cal_heapgraph *g, size_t first);
 
 /* The dominator tree (idom) and the retained sizes, from the virtual

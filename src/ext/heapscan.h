@@ -16,6 +16,9 @@
    (value: int or callable), 2 virtual; objects: a list of objects whose
    rule is "ignore"; ndarray: numpy.ndarray or None. */
 PyObject *calx_heap_scan(PyObject *self, PyObject *args);
+/* Ready the graph objects' type (module init).  0, or -1 with an
+   exception set. */
+int calx_heap_ready(void);
 /* heap_info(graph) -> dict: nodes, edges, roots, bytes, seconds... */
 PyObject *calx_heap_info(PyObject *self, PyObject *args);
 /* heap_types(graph) -> [name, ...] by type id */

@@ -152,4 +152,13 @@ calx_usable_fn calx_pyalloc_usable_fn(void);
    interpreter's layout is unknown.  Any thread, GIL or not. */
 int64_t calx_gc_collections(void);
 
+/* Call visit(op, arg) for each object the collector tracks (its
+   generations; gc.get_objects()'s objects, not gc.freeze()'s), until it
+   returns 0.  Allocates nothing and runs no Python code: visit must not
+   either (the lists must not change under the walk).  3.12+: it is
+   PyUnstable_GC_VisitObjects; before, a walk of the collector's own lists.
+   Returns 0, or -1 when this interpreter's layout is unknown (nothing
+   visited).  GIL held. */
+int calx_gc_visit(int (*visit)(PyObject *op, void *arg), void *arg);
+
 #endif
