@@ -16,8 +16,11 @@ package's own environment).  --out writes the results as JSON (bench/run.py
 Per tool and N: the seconds of the call (``scan()`` for calipers: walk +
 dominators + the Heap object), its memory (the peak resident set during
 the call less the resident set before it: /proc/self/clear_refs resets the
-peak), and its totals of the benchmark's types.  For calipers also the
-engine's own accounting: bytes per object kept, and at the peak.
+peak), and its totals of the benchmark's types: what the call sees less
+what a first call, before the heap was built, saw (each tool's process
+imports different modules; the difference is the built heap as each tool
+counts it).  For calipers also the engine's own accounting: bytes per
+object kept, and at the peak.
 """
 import gc
 import json
@@ -61,15 +64,9 @@ def _short(name):
     return name.rsplit(".", 1)[-1] if name.startswith(("__main__.", "heap_scan.")) else name
 
 
-def measure(tool, n):
-    """One tool on a heap of about n objects, in this process."""
-    data = build(n)  # noqa: F841 - kept alive for the scan
-    gc.collect()
-    gc.disable()  # no collection during a timed call, for any tool
-    before = _status("VmRSS")
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # the peak resident set starts again from now
-    extra = {}
+def run_tool(tool):
+    """One call of the tool: (seconds, {type: (count, bytes or None)},
+    extra)."""
     if tool == "calipers":
         from calipers import heap
 
@@ -78,22 +75,20 @@ def measure(tool, n):
         secs = time.perf_counter() - t
         i = h.info
         totals = {_short(s.type): (s.count, s.size) for s in h.by_type()}
-        extra = {"objects": i["nodes"], "edges": i["edges"], "walk_s": i["walk_seconds"],
-                 "dominators_s": i["analysis_seconds"],
-                 "bytes_per_object": i["bytes"] / i["nodes"],
-                 "peak_bytes_per_object": i["peak_bytes"] / i["nodes"]}
-    elif tool == "guppy3":
+        return secs, totals, {
+            "objects": i["nodes"], "edges": i["edges"], "walk_s": i["walk_seconds"],
+            "dominators_s": i["analysis_seconds"], "bytes_per_object": i["bytes"] / i["nodes"],
+            "peak_bytes_per_object": i["peak_bytes"] / i["nodes"]}
+    if tool == "guppy3":
         import guppy
 
         hp = guppy.hpy()
         t = time.perf_counter()
         h = hp.heap()
         secs = time.perf_counter() - t
-        totals = {}
-        for row in h.bytype.stat.get_rows():
-            totals[_short(row.name)] = (row.count, row.size)
-        extra = {"objects": h.count}
-    elif tool == "pympler":
+        totals = {_short(r.name): (r.count, r.size) for r in h.bytype.stat.get_rows()}
+        return secs, totals, {"objects": h.count}
+    if tool == "pympler":
         from pympler import muppy, summary
 
         t = time.perf_counter()
@@ -101,19 +96,37 @@ def measure(tool, n):
         rows = summary.summarize(objs)
         secs = time.perf_counter() - t
         totals = {_short(r[0]): (r[1], r[2]) for r in rows}
-        extra = {"objects": len(objs)}
-        del objs
-    else:
-        import objgraph
+        return secs, totals, {"objects": len(objs)}
+    import objgraph
 
-        t = time.perf_counter()
-        counts = objgraph.typestats()
-        secs = time.perf_counter() - t
-        totals = {_short(k): (v, None) for k, v in counts.items()}
-        extra = {"objects": sum(counts.values())}
+    t = time.perf_counter()
+    counts = objgraph.typestats()
+    secs = time.perf_counter() - t
+    return secs, {_short(k): (v, None) for k, v in counts.items()}, {
+        "objects": sum(counts.values())}
+
+
+def measure(tool, n):
+    """One tool on a heap of about n objects, in this process: a first
+    call on the process as it is (imports, caches: what the tool itself
+    brings), then the heap built, then the timed call.  The totals are the
+    second call's less the first's: the built heap as the tool sees it."""
+    gc.collect()
+    _, base, _ = run_tool(tool)
+    data = build(n)  # noqa: F841 - kept alive for the scan
+    gc.collect()
+    gc.disable()  # no collection during a timed call, for any tool
+    before = _status("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # the peak resident set starts again from now
+    secs, totals, extra = run_tool(tool)
     peak = _status("VmHWM") - before
-    return dict(extra, tool=tool, n=n, seconds=secs, memory=peak,
-                totals={t: totals.get(t) for t in TYPES})
+    delta = {}
+    for t in TYPES:
+        now, was = totals.get(t), base.get(t, (0, 0))
+        if now:
+            delta[t] = (now[0] - was[0], None if now[1] is None else now[1] - was[1])
+    return dict(extra, tool=tool, n=n, seconds=secs, memory=peak, totals=delta)
 
 
 def _peer_python(path):
@@ -148,7 +161,8 @@ def table(results):
             objs / 1e6, r["tool"], r["seconds"], note,
             "%.1fx" % (r["seconds"] / o["seconds"]) if o and r is not o else "",
             _mb(r["memory"]), r["memory"] / objs))
-    lines += ["", "Totals by type (count / bytes; objgraph counts only):", "",
+    lines += ["", "The built heap by type (count / bytes, each tool's call after the heap was "
+              "built less its call before; objgraph counts only):", "",
               "| objects | type | " + " | ".join(TOOLS) + " |",
               "|---|---|" + "---|" * len(TOOLS)]
     for n in sorted({r["n"] for r in results}):
@@ -158,7 +172,7 @@ def table(results):
             for tool in TOOLS:
                 v = by_tool.get(tool, {}).get("totals", {}).get(t)
                 cells.append("-" if not v else "%d" % v[0] if v[1] is None
-                             else "%d / %s" % (v[0], _mb(v[1])))
+                             else "%d / %.1f MB" % (v[0], v[1] / 1e6))
             lines.append("| %.2fM | %s | %s |" % (
                 ours[n]["objects"] / 1e6 if n in ours else n / 1e6, t, " | ".join(cells)))
     return "\n".join(lines)

@@ -51,6 +51,9 @@ typedef struct rule {
     PyObject *sizer;
 } rule;
 
+/* Nodes expanded together (expand_all). */
+#define EXPAND_BATCH 256
+
 typedef struct scan {
     calx_heap *h;
     rule *rules;
@@ -60,14 +63,16 @@ typedef struct scan {
     PyObject *skip; /* gc.get_objects()'s list (3.9-3.11) */
     PyObject *sizeof_name, *name_name, *module_name; /* interned */
     const void *core_base;
-    uint32_t cur;   /* the node being expanded */
     uint64_t *virt; /* (owner node, dict address) pairs */
     size_t nvirt, virt_cap;
     uint32_t *sized; /* nodes with a sizer callable */
     size_t nsized, sized_cap;
-    int sampled;       /* the memory engine is attached */
-    size_t sample_cap; /* of h->sample */
-    int failed;        /* out of memory */
+    uint64_t *buf; /* the batch's children (expand_all) */
+    size_t nbuf, buf_cap;
+    uint32_t deg[EXPAND_BATCH]; /* of each node of the batch */
+    int sampled;                /* the memory engine is attached */
+    size_t sample_cap;          /* of h->sample */
+    int failed;                 /* out of memory */
 } scan;
 
 /* numpy's PyArrayObject_fields, as far as `base` (numpy/ndarraytypes.h:
@@ -287,19 +292,24 @@ static type_info *type_of(scan *s, PyTypeObject *tp, uint32_t *tid)
     return &h->types[n - 1];
 }
 
+/* tp_traverse's visitor: the child's address joins the batch's buffer
+   (expand_all interns the batch's children together). */
 static int visit(PyObject *child, void *arg)
 {
     scan *s = arg;
     if (!child || child == s->skip)
         return 0;
-    uint32_t node;
-    int added;
-    if (cal_heapgraph_intern(&s->h->g, (uint64_t)(uintptr_t)child, &node, &added) !=
-            0 ||
-        cal_heapgraph_edge(&s->h->g, node) != 0) {
-        s->failed = 1;
-        return -1;
+    if (s->nbuf == s->buf_cap) {
+        size_t cap = s->buf_cap ? 2 * s->buf_cap : 4096;
+        uint64_t *p = realloc(s->buf, cap * sizeof *p);
+        if (!p) {
+            s->failed = 1;
+            return -1;
+        }
+        s->buf = p;
+        s->buf_cap = cap;
     }
+    s->buf[s->nbuf++] = (uint64_t)(uintptr_t)child;
     return 0;
 }
 
@@ -415,11 +425,30 @@ static void expand(scan *s, uint32_t i)
     }
 }
 
+/* Expand every node not expanded yet (and those they add), a batch at a
+   time: each node of the batch is sized and traversed, its children's
+   addresses buffered, then the batch's edges are interned together
+   (cal_heapgraph_add_batch prefetches ahead), and the next objects to
+   read are prefetched while one is read.  The graph is the one that
+   expanding the nodes one at a time makes: the same order. */
 static void expand_all(scan *s)
 {
-    int64_t i;
-    while (!s->failed && (i = cal_heapgraph_next(&s->h->g)) >= 0)
-        expand(s, (uint32_t)i);
+    cal_heapgraph *g = &s->h->g;
+    while (!s->failed && g->expanded < g->n) {
+        size_t first = g->expanded, count = g->n - first;
+        if (count > EXPAND_BATCH)
+            count = EXPAND_BATCH;
+        s->nbuf = 0;
+        for (size_t k = 0; k < count && !s->failed; k++) {
+            if (k + 4 < count)
+                __builtin_prefetch((const void *)(uintptr_t)g->addr[first + k + 4]);
+            size_t before = s->nbuf;
+            expand(s, (uint32_t)(first + k));
+            s->deg[k] = (uint32_t)(s->nbuf - before);
+        }
+        if (!s->failed && cal_heapgraph_add_batch(g, count, s->deg, s->buf) != 0)
+            s->failed = 1;
+    }
 }
 
 static int gc_visit(PyObject *op, void *arg)
@@ -719,12 +748,13 @@ PyObject *calx_heap_scan(PyObject *self, PyObject *args)
         goto done;
     }
     s.h->analysis_s = now_s() - t0;
-    /* The most the graph took at once: while finishing (its arrays before
-       they were trimmed, and a byte and an index a node), or while the
+    /* The most the graph took at once: while walking and finishing (its
+       arrays before they were trimmed, the largest batch of children, and
+       a byte and an index a node), or while the
        dominators were computed (the result, and eight indices a node and
        one an edge: cal_heapgraph.c). */
     size_t n = s.h->g.n, kept = cal_heapgraph_bytes(&s.h->g);
-    size_t finishing = walked + n * 5,
+    size_t finishing = walked + s.buf_cap * 8 + n * 5,
            dominating = kept + (n + 1) * 4 * 8 + s.h->g.nedges * 4;
     s.h->peak_bytes = finishing > dominating ? finishing : dominating;
     cap = calx_heap_new_graph(s.h);
@@ -736,6 +766,7 @@ done:
     guard = calx_runtime_guard_enter();
     free(s.virt);
     free(s.sized);
+    free(s.buf);
     cal_map_clear(&s.ignored);
     calx_runtime_guard_leave(guard);
     for (size_t k = 0; k < s.nrules; k++)
