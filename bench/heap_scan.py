@@ -66,7 +66,15 @@ def _short(name):
 
 def run_tool(tool):
     """One call of the tool: (seconds, {type: (count, bytes or None)},
-    extra)."""
+    extra).  The seconds are wall time; extra["cpu"] is the call's CPU time
+    (this process's), less disturbed by the machine's other work."""
+    c = time.process_time()
+    secs, totals, extra = _run_tool(tool)
+    extra["cpu"] = time.process_time() - c
+    return secs, totals, extra
+
+
+def _run_tool(tool):
     if tool == "calipers":
         from calipers import heap
 
@@ -148,8 +156,8 @@ def _mb(b):
 
 def table(results):
     """The Markdown tables of a list of measure() results."""
-    lines = ["| objects | tool | time | vs calipers | memory | per object |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| objects | tool | wall | CPU | CPU vs calipers | memory | per object |",
+             "|---|---|---|---|---|---|---|"]
     ours = {r["n"]: r for r in results if r["tool"] == "calipers"}
     for r in results:
         o = ours.get(r["n"])
@@ -157,9 +165,9 @@ def table(results):
         note = ""
         if r["tool"] == "calipers":
             note = " (walk %.2f s, dominators %.2f s)" % (r["walk_s"], r["dominators_s"])
-        lines.append("| %.2fM | %s | %.2f s%s | %s | %s | %.0f B |" % (
-            objs / 1e6, r["tool"], r["seconds"], note,
-            "%.1fx" % (r["seconds"] / o["seconds"]) if o and r is not o else "",
+        lines.append("| %.2fM | %s | %.2f s%s | %.2f s | %s | %s | %.0f B |" % (
+            objs / 1e6, r["tool"], r["seconds"], note, r["cpu"],
+            "%.1fx" % (r["cpu"] / o["cpu"]) if o and r is not o else "",
             _mb(r["memory"]), r["memory"] / objs))
     lines += ["", "The built heap by type (count / bytes, each tool's call after the heap was "
               "built less its call before; objgraph counts only):", "",
@@ -205,12 +213,13 @@ def main(argv):
                 continue
             r = json.loads(proc.stdout.strip().splitlines()[-1])
             results.append(r)
-            print("%s N=%d: %.3f s, %s" % (tool, n, r["seconds"], _mb(r["memory"])),
-                  flush=True)
+            print("%s N=%d: %.3f s (CPU %.3f s), %s" % (tool, n, r["seconds"], r["cpu"],
+                                                        _mb(r["memory"])), flush=True)
     print(table(results))
     if out:
         with open(out, "w") as f:
             json.dump({"python": "%d.%d.%d" % sys.version_info[:3],
+                   "load": os.getloadavg()[0], "cpus": os.cpu_count(),
                        "command": "python bench/heap_scan.py " + " ".join(map(str, sizes)),
                        "results": results}, f, indent=1, sort_keys=True)
 

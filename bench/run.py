@@ -1149,30 +1149,46 @@ summed in C per traceback: one object per traceback, not per trace.
 ## Heap scanner: calipers.heap against guppy3, pympler and objgraph
 
 `bench/heap_scan.py` builds the same heap in a fresh process for each tool
-(N/6 instances of a class, each with a str, a list and two ints; a dict of
-N/12 ints to strs) and times one call: `calipers.heap.scan()` (the walk,
-the dominator tree and retained sizes, the `Heap`), guppy3's
-`hpy().heap()`, pympler's `muppy.get_objects()` + `summary.summarize()`,
-objgraph's `typestats()`.  Memory is the peak resident set during the call
-less the resident set before it (`/proc/self/clear_refs` resets the
-peak); the collector is disabled for the timed call, for every tool.
+(N/6 instances of a class, each with a str, a list and two ints, half of
+them linked to the next; a dict of N/12 ints to strs) and times one call:
+`calipers.heap.scan()` (the walk, the dominator tree and retained sizes,
+the `Heap`), guppy3's `hpy().heap()`, pympler's `muppy.get_objects()` +
+`summary.summarize()`, objgraph's `typestats()`.  Wall and CPU time of the
+call (the CPU time is the less disturbed by the machine's other work: the
+load average is given); memory is the peak resident set during the call
+less the resident set before it (`/proc/self/clear_refs` resets the peak);
+the collector is disabled for the timed call, for every tool.  calipers'
+own accounting of its memory (what the graph keeps, and its peak, during
+the dominator pass) is in docs/INTERNALS.md, "Heap scanner".
 
 The tools do not do the same work.  calipers and guppy3 follow every
-reference from the roots (every object, GC-tracked or not, once) and
-size each; calipers also builds the graph and its dominator tree.
-pympler's `get_objects()` is `gc.get_objects()` plus one level of
-referents (so it sees the strs and ints the tracked objects hold
-directly) and sizes each with `sys.getsizeof`.  objgraph's `typestats()`
-only counts `gc.get_objects()` by type name: no sizes, no references
-followed, no str or int (not GC-tracked): it is the cheapest possible
-census, not a heap scan, and is shown as the floor.  So the counts
-differ by what each sees: ints and strs held only by untracked
-containers (pympler, objgraph), the interpreter's own objects reached only
-from the roots (guppy3 leaves out its own and some of the interpreter's),
-small ints and interned strs shared everywhere (counted once by those that
-follow references, once per reference by none).  Sizes are
-`sys.getsizeof`'s in calipers and pympler (with the collector's header);
-guppy3 sizes without it.
+reference from the roots, so they see every object once, tracked by the
+collector or not, and size each; calipers also builds the reference graph
+and its dominator tree (retained sizes, why-alive paths), which guppy3's
+`heap()` does not.  pympler's `get_objects()` is `gc.get_objects()` plus
+the untracked objects those refer to directly, each sized with
+`sys.getsizeof`.  objgraph's `typestats()` counts `gc.get_objects()` by
+type name and nothing else (no sizes, no references followed, no str or
+int): the cheapest census there is, shown as a floor, not as a heap scan.
+
+What each counts (the table below: each tool's call after the heap was
+built less its call before it, in the same process, so that what the tool
+itself imported cancels out):
+
+- **calipers** and **guppy3** agree on the instances, strs, ints and lists
+  built, to the object and the byte (sizes are `sys.getsizeof`'s, the
+  collector's header included, in all three tools that size).
+- **guppy3** counts twice the dicts: from Python 3.11 an instance keeps its
+  attributes inline, with no `__dict__` until one is asked for, and
+  `heap()` asks: it makes a `__dict__` for each such instance (measured: the
+  collector's dicts went from 6,895 to 11,888 on a 60,000-object heap).
+  It changes the heap it measures; calipers reads the inline values
+  without making the dict.
+- **pympler** misses what the dict of ints to strs holds (N/12 ints and
+  N/12 strs): a dict holding only atomic values is not tracked by the
+  collector, so `gc.get_objects()` never returns it, and pympler looks
+  only one step from the objects it returns.
+- **objgraph** counts only the tracked objects: no str, no int.
 
 {heap}"""
 

@@ -223,8 +223,8 @@ usage: calipers heap PID
 With a PID: ask the process with that id (any process of a `calipers
 run`) to scan its heap now (every object reachable, its size, what keeps
 it alive: calipers.heap) and write it beside its profile as
-PROFILE.PID.N.heap.  The program waits for the scan (about a second per
-million objects).
+PROFILE.PID.N.heap.  The program's threads wait for the scan (some
+0.3 s per million objects).
 
 With a FILE (a heap dump: calipers run --heap-at-exit, calipers heap PID,
 calipers.heap.Heap.save): print the types that retain the most, and the
