@@ -938,8 +938,34 @@ def heap_section():
     import heap_scan
 
     data = json.loads(path.read_text())
-    return ("Python %s; `%s`.\n\n%s\n" % (data["python"], data["command"],
-                                            heap_scan.table(data["results"])))
+    results = data["results"]
+    head = "Python %s, %s CPUs, load average %.1f when it began (other work ran " \
+           "beside it); `%s --out bench/results/heap.json`." % (
+               data["python"], data.get("cpus", "?"), data.get("load", float("nan")),
+               data["command"])
+    # The issue's targets, checked against this run.
+    verdicts = []
+    for r in (x for x in results if x["tool"] == "calipers"):
+        peers = [x for x in results if x["n"] == r["n"] and x["tool"] != "calipers"]
+        fastest = min(peers, key=lambda x: x["cpu"]) if peers else None
+        scans = [x for x in peers if x["tool"] != "objgraph"]
+        best_scan = min(scans, key=lambda x: x["cpu"]) if scans else None
+        verdicts.append(
+            "- %.2fM objects: %.2f s (target under 1 s per million: %s); %.0f bytes an "
+            "object kept, %.0f at the peak, the dominator pass (target under 64: %s); "
+            "the fastest peer (%s) takes %.1fx calipers' CPU time%s (target: calipers 10x "
+            "faster than the fastest peer: not met)." % (
+                r["objects"] / 1e6, r["seconds"],
+                "met" if r["seconds"] < r["objects"] / 1e6 else "not met",
+                r["bytes_per_object"], r["peak_bytes_per_object"],
+                "met for what is kept, not at the peak"
+                if r["bytes_per_object"] < 64 <= r["peak_bytes_per_object"]
+                else "met" if r["peak_bytes_per_object"] < 64 else "not met",
+                fastest["tool"] if fastest else "-",
+                fastest["cpu"] / r["cpu"] if fastest else float("nan"),
+                ", the fastest that scans the heap (%s) %.1fx" % (
+                    best_scan["tool"], best_scan["cpu"] / r["cpu"]) if best_scan else ""))
+    return "%s\n\n%s\n\n%s\n" % (head, heap_scan.table(results), "\n".join(verdicts))
 
 
 HEAP_COMMAND = ("python bench/heap_scan.py --out bench/results/heap.json "
