@@ -751,11 +751,11 @@ PyObject *calx_heap_scan(PyObject *self, PyObject *args)
     /* The most the graph took at once: while walking and finishing (its
        arrays before they were trimmed, the largest batch of children, and
        a byte and an index a node), or while the
-       dominators were computed (the result, and eight indices a node and
-       one an edge: cal_heapgraph.c). */
+       dominators were computed (what is kept but the retained sizes, made
+       last, and eight indices a node and one an edge: cal_heapgraph.c). */
     size_t n = s.h->g.n, kept = cal_heapgraph_bytes(&s.h->g);
     size_t finishing = walked + s.buf_cap * 8 + n * 5,
-           dominating = kept + (n + 1) * 4 * 8 + s.h->g.nedges * 4;
+           dominating = kept - n * 8 + (n + 1) * 4 * 8 + s.h->g.nedges * 4;
     s.h->peak_bytes = finishing > dominating ? finishing : dominating;
     cap = calx_heap_new_graph(s.h);
     s.h = NULL;
