@@ -14,6 +14,15 @@
 
 enum { RULE_NONE, RULE_IGNORE, RULE_SIZE, RULE_VIRTUAL, RULE_SIZER, RULE_NDARRAY };
 
+/* numpy's PyArrayObject_fields, as far as `base` (numpy/ndarraytypes.h:
+   the layout has been the same since numpy 1.7, and numpy 2 kept it). */
+typedef struct np_array {
+    PyObject_HEAD char *data;
+    int nd;
+    Py_ssize_t *dimensions, *strides;
+    PyObject *base;
+} np_array;
+
 /* What one type's objects get, found once per type. */
 typedef struct type_info {
     uint64_t addr;         /* the type object (0 in a loaded heap) */

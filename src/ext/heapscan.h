@@ -1,10 +1,11 @@
 /*
  * heapscan — calipers.heap's engine: walks the live Python heap from the
  * roots into a cal_heapgraph (src/core/cal_heapgraph.h), with each
- * object's shallow size, type and sampled allocation, then answers the
- * questions of src/calipers/heap.py.  Every function is called with the
- * GIL held from the calipers package, and returns NULL with an exception
- * set on error.  See docs/INTERNALS.md, "Heap scanner".
+ * object's shallow size, type and sampled allocation (heapscan.c), then
+ * answers the questions of src/calipers/heap.py (heapquery.c).  Every
+ * function is called with the GIL held from the calipers package, and
+ * returns NULL with an exception set on error.  See docs/INTERNALS.md,
+ * "Heap scanner".
  */
 #ifndef CALX_HEAPSCAN_H
 #define CALX_HEAPSCAN_H
