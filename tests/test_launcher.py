@@ -81,6 +81,18 @@ def test_run_takes_the_fast_path(tmp_path):
     assert seen["shim"] and json.loads((tmp_path / "p.json").read_text())["files"]
 
 
+def test_heap_at_exit_takes_the_fast_path(tmp_path):
+    """A flag the launcher must know (its table in launcher.c): with it
+    missing, the run would still work, through calipers-py."""
+    calipers_cmd, mark = layout(tmp_path)
+    (tmp_path / "prog.py").write_text("keep = [object() for _ in range(100)]\n")
+    proc = run([calipers_cmd, "run", "--no-report", "--heap-at-exit", "-o", "p.json",
+                "prog.py"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not mark.exists(), "calipers-py ran: the launcher does not know --heap-at-exit"
+    assert len(list(tmp_path.glob("p.*.1.heap"))) == 1
+
+
 def test_everything_else_goes_to_calipers_py(tmp_path):
     calipers_cmd, mark = layout(tmp_path)
     (tmp_path / "prog.py").write_text("print('ran')\n")

@@ -25,7 +25,8 @@ import sys
 import time
 
 from calipers import __version__, _calipers
-from calipers._common import (RS, create_private, decode_config, export_data, library_dirs,
+from calipers._common import (RS, create_private, decode_config, export_data, heap_path,
+                              heap_request_path, library_dirs,
                               profiled_env, request_path, set_switch_file, snapshot_path,
                               snapshot_request_path, styled, switch_path,
                               target_problem, write_file)
@@ -64,7 +65,8 @@ def _arm_periodic():
     """The sampler thread's periodic work: the main process writes the
     profile every --profile-interval and on `calipers dump`; every process
     with memory profiled writes a memory snapshot every --snapshot-every
-    and on `calipers snapshot PID`."""
+    and on `calipers snapshot PID`; every process writes a heap dump on
+    `calipers heap PID`."""
     run_dir = _state.get("run_dir")
     main = not _is_child()
     snapshots = _state.get("memory") and run_dir
@@ -73,7 +75,8 @@ def _arm_periodic():
         float(_state.get("profile_interval") or 0) if main else 0.0,
         request_path(run_dir) if main else None,
         float(_state.get("snapshot_every") or 0) if snapshots else 0.0,
-        snapshot_request_path(run_dir, os.getpid()) if snapshots else None)
+        snapshot_request_path(run_dir, os.getpid()) if snapshots else None,
+        0.0, heap_request_path(run_dir, os.getpid()) if run_dir else None)
 
 
 def _open_regular(path):
@@ -540,6 +543,9 @@ def _periodic(reason):
     if reason.startswith("snapshot"):
         _periodic_snapshot(reason)
         return
+    if reason.startswith("heap"):
+        _periodic_heap()
+        return
     if not _finish_lock.acquire(False):
         return
     try:
@@ -585,6 +591,51 @@ def _periodic_snapshot(reason):
                 os.unlink(snapshot_request_path(_state.get("run_dir"), os.getpid()))
             except OSError:
                 pass
+
+
+def _write_heap(reason):
+    """Scan this process's heap (calipers.heap) and write it beside the
+    profile as a heap dump.  Returns (the Heap, its path)."""
+    from calipers import heap
+
+    seq = _state.get("heap_seq", 0) + 1
+    _state["heap_seq"] = seq
+    path = heap_path(_state.get("outfile"), os.getpid(), seq)
+    h = heap.scan()
+    h.save(path, reason=reason, argv=list(_state.get("argv", [])))
+    return h, path
+
+
+def _periodic_heap():
+    try:
+        if not _state.get("finished"):
+            _write_heap("on request")
+    except BaseException as exc:  # noqa: BLE001 - never into the program
+        _say("calipers: could not write a heap dump: %s\n" % (exc,))
+    finally:
+        try:
+            os.unlink(heap_request_path(_state.get("run_dir"), os.getpid()))
+        except OSError:
+            pass
+
+
+def _heap_at_exit():
+    """--heap-at-exit: the main process's heap at its end, written beside the
+    profile; its summary goes into the terminal report.  Profiling is
+    switched off for the scan, so that its time and allocations are not
+    the program's (and the run's switch file is no longer followed: it
+    would switch it on again, and this process is ending)."""
+    _calipers.set_switch(None)
+    _calipers.set_paused(True)
+    try:
+        h, path = _write_heap("at exit")
+        _state["heap_report"] = "%s\ncalipers: heap dump written to %s\n" % (
+            h.summary(width=_terminal_width()), path)
+    except BaseException as exc:  # noqa: BLE001 - never a calipers traceback
+        why = "calipers: could not write the heap at exit: %s\n" % (exc,)
+        _state["heap_report"] = why
+        if _state.get("no_report"):
+            _say(why)
 
 
 def _children_note():
@@ -675,6 +726,8 @@ def _finish(end="exit", signum=0):
         # leaves at once would wait for them to have started).
         leaving = end in ("os._exit", "exec", "signal")
         try:
+            if _state.get("heap_at_exit") and end != "exec" and not _is_child():
+                _heap_at_exit()
             # The signal watch stays on while writing: a SIGTERM now (Pool
             # terminates its workers while they exit) waits for the write,
             # then ends the process as it would have.
@@ -825,6 +878,7 @@ def _write_main(report=True, stdout=True):
     if report and not _state.get("no_report"):
         report = _calipers.render_text(text, _terminal_width(), styled(2),
                                        float(_state.get("min_percent", 1.0)), 300, written)
+        report += _state.get("heap_report", "")
         if html:
             report += "calipers: HTML report written to %s\n" % html
         for fmt, path in exported:

@@ -119,6 +119,19 @@ def snapshot_path(outfile, pid, seq):
     return "%s.%d.%d.snapshot" % (stem, pid, seq)
 
 
+def heap_request_path(run_dir, pid):
+    """The file `calipers heap PID` creates to ask process PID of the run
+    for a heap dump now."""
+    return os.path.join(run_dir, "heap-request-%d" % pid) if run_dir else None
+
+
+def heap_path(outfile, pid, seq):
+    """Where process `pid` writes its heap dump number `seq` (`calipers heap
+    PID`, `--heap-at-exit`): beside the profile, named after it
+    (calipers-profile.1234.1.heap)."""
+    return snapshot_path(outfile, pid, seq)[:-len(".snapshot")] + ".heap"
+
+
 def switch_path(run_dir):
     """Profiling is off, in every process of the run, while this file
     exists (`--off`, `calipers off PID`, calipers.off())."""

@@ -36,6 +36,7 @@ usage: calipers run [options] script.py [args...]
        calipers diff [--by B] [--sort S] [--top N] [--html FILE | --json] OLD NEW
        calipers dump PID
        calipers snapshot PID
+       calipers heap PID | calipers heap FILE
        calipers on PID | calipers off PID
        calipers --version | --help
 
@@ -77,6 +78,10 @@ options (before the script; everything after it is the program's):
   --snapshot-every SECS     write a memory snapshot of each process every SECS
                             seconds, beside the profile (PROFILE.PID.N.snapshot;
                             read them with calipers.memory, calipers diff)
+  --heap-at-exit            at the end, scan the main process's heap (what
+                            holds the memory, and why) and write it beside
+                            the profile (PROFILE.PID.N.heap); the report
+                            shows its largest types and objects
   --off                     start with profiling switched off (calipers on PID,
                             or calipers.on() in the program, switches it on)
   --no-report               do not print the report at exit
@@ -88,6 +93,8 @@ line; see calipers help diff.
 calipers dump PID: ask the profiled program with that process id to write
 its profile now (to its --outfile), without stopping it.
 calipers snapshot PID: ask any process of a run for a memory snapshot now.
+calipers heap PID: ask any process of a run for a heap dump now; calipers
+heap FILE prints a heap dump's summary.
 calipers on PID / calipers off PID: switch its profiling on or off, in all
 of its processes (the report says how long it was off).
 
@@ -209,6 +216,24 @@ written beside its profile as PROFILE.PID.N.snapshot.  Read it with
 calipers.memory.Snapshot.load(), compare two with `calipers diff`.
 """
 
+HEAP_HELP = """\
+usage: calipers heap PID
+       calipers heap [--top N] FILE
+
+With a PID: ask the process with that id (any process of a `calipers
+run`) to scan its heap now (every object reachable, its size, what keeps
+it alive: calipers.heap) and write it beside its profile as
+PROFILE.PID.N.heap.  The program's threads wait for the scan (some
+0.3 s per million objects).
+
+With a FILE (a heap dump: calipers run --heap-at-exit, calipers heap PID,
+calipers.heap.Heap.save): print the types that retain the most, and the
+largest objects with a path from a root that keeps each alive.  Read it
+in Python with calipers.heap.load(FILE).
+
+  --top N    types shown (default 20)
+"""
+
 SWITCH_HELP = """\
 usage: calipers on PID | calipers off PID
 
@@ -219,7 +244,8 @@ off, nothing is credited to lines; the report says how long it was off.
 
 #: The commands' own help, for `calipers COMMAND --help` and `calipers help COMMAND`.
 HELP = {"run": RUN_HELP, "view": VIEW_HELP, "export": EXPORT_HELP, "diff": DIFF_HELP,
-        "dump": DUMP_HELP, "snapshot": SNAPSHOT_HELP, "on": SWITCH_HELP,
+        "dump": DUMP_HELP, "snapshot": SNAPSHOT_HELP, "heap": HEAP_HELP,
+        "on": SWITCH_HELP,
         "off": SWITCH_HELP}
 
 
@@ -377,6 +403,7 @@ def parse_run(args):
         "no_follow": False,
         "profile_interval": 0.0,
         "snapshot_every": 0.0,
+        "heap_at_exit": False,
         "off": False,
         "gpu": "auto",
     }
@@ -387,7 +414,8 @@ def parse_run(args):
                   "--snapshot-every": "snapshot_every",
                   "--profile-only": "profile_only", "--profile-exclude": "profile_exclude"}
     flags = {"--profile-all": "profile_all", "--cpu-only": "cpu_only",
-             "--no-report": "no_report", "--no-follow": "no_follow", "--off": "off"}
+             "--no-report": "no_report", "--no-follow": "no_follow", "--off": "off",
+             "--heap-at-exit": "heap_at_exit"}
     i = 0
     while i < len(args):
         arg = args[i]
@@ -749,6 +777,7 @@ def prepare_run(args):
         "follow": not opts["no_follow"],
         "profile_interval": repr(opts["profile_interval"]),
         "snapshot_every": repr(opts["snapshot_every"]),
+        "heap_at_exit": opts["heap_at_exit"],
         "run_dir": run_directory(),
     }
     if opts["off"]:
@@ -1241,6 +1270,54 @@ def snapshot(args):
         % (pid, printable(new[-1])))
 
 
+def heap(args):
+    """calipers heap PID: ask a process of a calipers run for a heap dump,
+    written beside its profile; calipers heap FILE: print one."""
+    import glob
+
+    if args and args[0] in ("-h", "--help"):
+        print_and_exit(HEAP_HELP)
+    if len(args) == 1 and args[0].isascii() and args[0].isdigit():
+        pid = pid_argument(args, "heap")
+        dir_fd, config = control_dir(pid, "heap", children=True)
+        try:
+            pattern = _common.heap_path(config.get("outfile"), pid, 0)[:-len("0.heap")]
+            before = set(glob.glob(glob.escape(pattern) + "*.heap"))
+            ask(pid, dir_fd, os.path.basename(_common.heap_request_path(".", pid)),
+                "a heap dump")
+        finally:
+            os.close(dir_fd)
+        new = sorted(set(glob.glob(glob.escape(pattern) + "*.heap")) - before)
+        if not new:
+            raise InputError("process %d could not write a heap dump (its standard error "
+                             "says why)" % pid, 1)
+        say(sys.stderr, "calipers: heap dump of process %d written to %s\n"
+            % (pid, printable(new[-1])))
+        return
+    top, rest = 20, list(args)
+    if rest[:1] == ["--top"] or (rest and rest[0].startswith("--top=")):
+        value = rest[0][len("--top="):] if "=" in rest[0] else (rest[1] if len(rest) > 1
+                                                                 else "")
+        rest = rest[1:] if "=" in rest[0] else rest[2:]
+        if not (value.isascii() and value.isdigit()) or int(value) < 1:
+            raise UsageError("--top: expected a number of types, not %r" % value)
+        top = int(value)
+    if len(rest) != 1 or rest[0].startswith("-"):
+        raise UsageError("usage: calipers heap PID | calipers heap [--top N] FILE")
+    from calipers import heap as heapmod
+
+    try:
+        h = heapmod.load(rest[0])
+    except OSError as exc:
+        raise InputError("cannot read %s: %s" % (printable(rest[0]), exc.strerror or exc), 1)
+    except ValueError as exc:  # the reader's one line, starting with the path
+        raise InputError(printable(str(exc)), 1)
+    except MemoryError:
+        raise InputError("not enough memory to read %s" % printable(rest[0]), 1)
+    text = h.summary(top=top, width=terminal_width())
+    say(sys.stdout, "".join(printable(line) + "\n" for line in text.splitlines()))
+
+
 def switch(args, on):
     """calipers on PID / calipers off PID: every process of the run
     follows the switch file within a tenth of a second."""
@@ -1283,6 +1360,9 @@ def main(argv=None):
             return
         if args[0] == "snapshot":
             snapshot(args[1:])
+            return
+        if args[0] == "heap":
+            heap(args[1:])
             return
         if args[0] in ("on", "off"):
             switch(args[1:], args[0] == "on")

@@ -13,6 +13,7 @@ calipers sampled, the line that made it::
     h.retained(obj)                 # what freeing obj would free
     h.why_alive(obj)                # a shortest path from a root to obj
     later = heap.scan(); print(later.diff(h))
+    h.save("app.heap"); old = heap.load("app.heap")
 
 Sizes are what ``sys.getsizeof`` says (the object's ``__sizeof__`` plus the
 collector's header), computed without running Python code: see
@@ -26,7 +27,7 @@ import sys
 
 from . import _calipers
 
-__all__ = ["scan", "Heap", "Rules", "TypeStat", "Node"]
+__all__ = ["scan", "load", "Heap", "Rules", "TypeStat", "Node"]
 
 _IGNORE, _SIZE, _VIRTUAL = 0, 1, 2
 
@@ -103,12 +104,15 @@ class Node:
     ``id()`` at the scan), ``type`` name, ``size``, ``retained`` bytes and
     ``name`` (modules, types and functions) or None."""
 
-    __slots__ = ("index", "address", "type", "size", "retained", "name", "_idom")
+    __slots__ = ("index", "address", "type", "size", "retained", "name", "_idom", "_heap")
 
     def __repr__(self):
         what = self.type + (" %s" % self.name if self.name else "")
         return "<%s at 0x%x: %d bytes, retains %d>" % (what, self.address, self.size,
                                                        self.retained)
+
+
+_NO_RULES = Rules()
 
 
 def _fmt_bytes(n):
@@ -127,22 +131,88 @@ def scan(rules=None):
     """
     if rules is not None and not isinstance(rules, Rules):
         raise TypeError("rules must be a calipers.heap.Rules")
-    r = rules if rules is not None else Rules()
+    # No temporary containers: one freed onto the interpreter's free lists
+    # would stay counted by the collector (gc.get_count()) as allocated.
+    r = rules if rules is not None else _NO_RULES
     numpy = sys.modules.get("numpy")
-    ndarray = getattr(numpy, "__dict__", {}).get("ndarray") if numpy is not None else None
-    graph = _calipers.heap_scan(list(r._rules), list(r._objects),
+    ndarray = None
+    if numpy is not None:
+        ndarray = getattr(numpy, "__dict__", None)
+        ndarray = ndarray.get("ndarray") if type(ndarray) is dict else None
+    graph = _calipers.heap_scan(r._rules, r._objects,
                                 ndarray if isinstance(ndarray, type) else None)
     return Heap(graph)
+
+
+def load(path):
+    """The :class:`Heap` saved in the heap dump file ``path``
+    (:meth:`Heap.save`, ``calipers run --heap-at-exit``, ``calipers heap
+    PID``).  It answers the same questions as a scan's, but those about a
+    live object: its objects were another moment's (often another
+    process's), so ``find``, and ``retained``, ``dominator`` and
+    ``why_alive`` given an object, raise TypeError; give them a
+    :class:`Node` (from ``largest()``, ``node()``, ``of_type()``).
+    ``meta`` holds what the writer recorded (pid, time, reason, ...).
+
+    Raises OSError when the file cannot be read (a symbolic link is not
+    followed), ValueError with a one-line reason when it is not a valid
+    heap dump (every count, index and byte is checked)."""
+    graph, meta = _calipers.heap_read(path)
+    return Heap(graph, meta)
 
 
 class Heap:
     """A scan's result (see the module's docstring).  Holds no reference to
     the program's objects: only their addresses, types and sizes, in C."""
 
-    def __init__(self, graph):
+    def __init__(self, graph, meta=None):
+        import json
+
         self._g = graph
         self._types = _calipers.heap_types(graph)
         self.info = _calipers.heap_info(graph)
+        try:  # a JSON object (checked in C), read as Python reads JSON
+            self.meta = json.loads(meta) if meta else {}
+        except (ValueError, RecursionError):
+            self.meta = {}
+        if not isinstance(self.meta, dict):
+            self.meta = {}
+
+    @property
+    def loaded(self):
+        """True for a heap read from a dump file (no live objects)."""
+        return self.info["loaded"]
+
+    def save(self, path, **meta):
+        """Write this heap to the file ``path`` (docs/FORMAT.md, "Heap dump
+        files"; read it with :func:`load`): replaced whole (a temporary file
+        renamed over it), never through a symbolic link, never over what is
+        not a regular file.  ``meta``: JSON-serialisable values recorded with
+        it.  Raises OSError."""
+        import json
+        import os
+        import time
+
+        record = dict(self.meta)
+        if not self.loaded:
+            record.update(pid=os.getpid(), time=time.time(),
+                          python="%d.%d.%d" % sys.version_info[:3],
+                          walk_seconds=self.info["walk_seconds"],
+                          analysis_seconds=self.info["analysis_seconds"])
+        record.update(meta)
+        _calipers.heap_write(self._g, path, json.dumps(record, sort_keys=True))
+
+    def _index(self, x):
+        """The node index of ``x``: a Node of this heap, or a live object
+        (-1 if the scan did not see it)."""
+        if isinstance(x, Node):
+            if x._heap is not self:
+                raise ValueError("that Node belongs to another Heap")
+            return x.index
+        if self.loaded:
+            raise TypeError("this Heap was loaded from a dump: its objects are not this "
+                            "process's; pass a Node (from largest(), node(), of_type())")
+        return _calipers.heap_find(self._g, x)
 
     def __len__(self):
         return self.info["nodes"]
@@ -187,14 +257,21 @@ class Heap:
         addr, t, size, ret, idom, name = _calipers.heap_node(self._g, index)
         n = Node()
         n.index, n.address, n.type, n.size, n.retained = index, addr, self._types[t], size, ret
-        n.name, n._idom = name, idom
+        n.name, n._idom, n._heap = name, idom, self
         return n
 
     def find(self, obj):
         """The :class:`Node` of ``obj`` (by identity), or None if the scan did
-        not see it (made after, or held only where the scan does not look)."""
-        i = _calipers.heap_find(self._g, obj)
+        not see it (made after, or held only where the scan does not look).
+        TypeError for a loaded heap."""
+        i = self._index(obj)
         return None if i < 0 else self.node(i)
+
+    def of_type(self, name):
+        """The :class:`Node` of every object of the type named ``name`` (as
+        by_type() names it), in scan order."""
+        ids = [t for t, n in enumerate(self._types) if n == name]
+        return [self.node(i) for t in ids for i in _calipers.heap_of_type(self._g, t)]
 
     def largest(self, n=10, by="retained"):
         """The ``n`` objects with the most ``retained`` (or ``size``) bytes,
@@ -204,16 +281,18 @@ class Heap:
         return [self.node(i) for i in _calipers.heap_largest(self._g, n, by == "retained")]
 
     def retained(self, obj):
-        """Bytes that would be freed if ``obj`` went (its dominator-tree
-        subtree), or None if the scan did not see it."""
-        n = self.find(obj)
-        return None if n is None else n.retained
+        """Bytes that would be freed if ``obj`` (an object, or a
+        :class:`Node`) went (its dominator-tree subtree), or None if the
+        scan did not see it."""
+        i = self._index(obj)
+        return None if i < 0 else self.node(i).retained
 
     def dominator(self, obj):
-        """The :class:`Node` that every path from a root to ``obj`` passes
-        through nearest to it, or None (a root dominates it alone, or the
-        scan did not see it)."""
-        n = self.find(obj)
+        """The :class:`Node` that every path from a root to ``obj`` (an
+        object or a :class:`Node`) passes through nearest to it, or None (a
+        root dominates it alone, or the scan did not see it)."""
+        i = self._index(obj)
+        n = None if i < 0 else self.node(i)
         return None if n is None or n._idom < 0 else self.node(n._idom)
 
     def why_alive(self, obj):
@@ -222,8 +301,9 @@ class Heap:
         names how the previous object refers to this one (``.attr``,
         ``['key']``, ``[3]``, ...) where that is cheap to tell and the
         previous object is still alive, else None.  None if the scan did not
-        see ``obj``."""
-        i = _calipers.heap_find(self._g, obj)
+        see ``obj``.  ``obj`` may be a :class:`Node` (the only choice for a
+        loaded heap, whose edges are never named)."""
+        i = self._index(obj)
         if i < 0:
             return None
         nodes, objs = _calipers.heap_path(self._g, i)
@@ -260,14 +340,84 @@ class Heap:
     def format(self, top=20):
         """A table of the ``top`` types by retained bytes."""
         i = self.info
-        lines = ["heap: %d objects, %s shallow; scanned in %.2f s + %.2f s analysis, "
-                 "scanner memory %s" % (
-                     i["nodes"], _fmt_bytes(self.total), i["walk_seconds"],
-                     i["analysis_seconds"], _fmt_bytes(i["peak_bytes"])),
-                 "%12s %12s %12s  %s" % ("retained", "size", "count", "type")]
+        if self.loaded:
+            # The meta is the file's: any JSON object, shown only as it is.
+            pid, secs = self.meta.get("pid"), self.meta.get("walk_seconds")
+            head = "heap dump%s: %d objects, %s shallow%s" % (
+                " of process %d" % pid if type(pid) is int else "", i["nodes"],
+                _fmt_bytes(self.total),
+                "; scanned in %.2f s" % secs if type(secs) in (int, float) else "")
+        else:
+            head = ("heap: %d objects, %s shallow; scanned in %.2f s + %.2f s analysis, "
+                    "scanner memory %s" % (i["nodes"], _fmt_bytes(self.total),
+                                           i["walk_seconds"], i["analysis_seconds"],
+                                           _fmt_bytes(i["peak_bytes"])))
+        lines = [head, "%12s %12s %12s  %s" % ("retained", "size", "count", "type")]
         for s in self.by_type()[:top]:
             lines.append("%12s %12s %12d  %s" % (_fmt_bytes(s.retained), _fmt_bytes(s.size),
                                                  s.count, s.type))
+        return "\n".join(lines)
+
+    def format_path(self, path):
+        """A why_alive() path on one line, as Python would reach the object
+        where the edges are known (``__main__.table['held'][3]``, a module
+        by its name, a module's globals as attributes), followed by the
+        object's type; with `` -> `` between objects where an edge is not
+        known (a loaded heap's)."""
+        if not path:
+            return ""
+        out, namespace, prev = "", False, ("", "")
+        for k, (desc, edge) in enumerate(path):
+            kind, _, name = desc.partition(" ")
+            if k == 0:
+                out = name or desc
+            elif prev == ("dict", "sys.modules") and kind == "module" and name:
+                out = name  # a module, by its name
+            elif prev[0] == "module" and (edge == ".__dict__" or
+                                          (kind == "dict" and name.endswith(".__dict__"))):
+                namespace = True
+                prev = (kind, name)
+                continue
+            elif not edge:
+                out = "%s -> %s" % (out, desc)
+            elif namespace and edge[:2] == "['" and edge[2:-2].isidentifier():
+                out += "." + edge[2:-2]
+            else:
+                out += edge
+            namespace = False
+            prev = (kind, name)
+        if len(path) == 1:
+            return "%s: a root (held by the interpreter, C code or a running frame)" % out
+        return "%s  (%s)" % (out, path[-1][0])
+
+    def _is_data(self, n):
+        """Is node n the program's data, rather than its code and namespaces
+        (modules, classes, functions, the roots, and their dicts)?"""
+        if n.name is not None:
+            return False
+        if n.type == "dict" and n._idom >= 0:  # a class's namespace, say
+            owner = self.node(n._idom)
+            return owner.name is None or owner.type == "dict"
+        return True
+
+    def summary(self, top=10, largest=5, width=100):
+        """The terminal report's heap block: the ``top`` types by retained
+        bytes, then the ``largest`` objects by retained bytes that are data
+        (modules, classes, functions and their dicts left out: they retain
+        everything below them), each with a shortest path from a root (why
+        it is alive)."""
+        lines = [self.format(top)]
+        big = [n for n in self.largest(max(50, 10 * largest)) if self._is_data(n)][:largest]
+        if big:
+            lines.append("largest objects, not counting modules, classes and functions "
+                         "(retained, size, why alive):")
+        for n in big:
+            path = self.format_path(self.why_alive(n))
+            head = "%12s %12s  " % (_fmt_bytes(n.retained), _fmt_bytes(n.size))
+            room = max(20, width - len(head))
+            if len(path) > room:
+                path = "... " + path[-(room - 4):]
+            lines.append(head + path)
         return "\n".join(lines)
 
     def __str__(self):

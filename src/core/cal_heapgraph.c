@@ -5,12 +5,22 @@
  * HOW IT WORKS
  *
  * Storage.  Per node: its address (8 bytes), shallow size (8), type id
- * (4), edge offset (4) and about 1.4 hash slots (4 each; the set keeps at
- * most 70% of its slots full, linear probing on a mixed address); per
+ * (4), edge offset (4) and 1.4 to 2.9 hash slots (4 each; the set keeps
+ * at most 70% of its slots full, linear probing on a mixed address); per
  * edge, its target (4).  The scanner adds nodes as it discovers them and
  * expands them in that order, so the node array is its breadth-first
  * queue and the edges of node i are appended while i is expanded: the
  * CSR array is built in one pass, without sorting.
+ *
+ * Interning.  Most of the walk's time was two cache misses per edge, one
+ * after the other: the target's hash slot, then the address of the node
+ * the slot names (to compare).  The edges of a batch of nodes are
+ * interned together (cal_heapgraph_add_batch), with each target's slot
+ * prefetched 48 edges ahead and the address its slot names 16 ahead, so
+ * that the misses overlap: the walk of 1.1M objects went from 0.29 s to
+ * 0.17 s.  (A 32-bit fingerprint in each slot, so as not to read the
+ * addresses of the other nodes a probe passes, saved 7% more for 7.6 more
+ * bytes a node: not kept.)
  *
  * Dominators.  The semi-NCA algorithm (Georgiadis, Tarjan, Werneck,
  * "Finding dominators in practice", JGAA 10(1), 2006; the semidominator
@@ -28,15 +38,14 @@
  *      already-final dominator tree while it is above semi(w): the nearest
  *      common ancestor of parent and semidominator.
  * Time O(E log N), in practice near linear; memory 28 bytes a node plus
- * the predecessor CSR (4 a node, 4 an edge), freed before returning.
+ * the predecessor CSR (4 a node, 4 an edge), freed before the retained
+ * sizes (8 a node) are allocated.
  * Retained sizes are then summed bottom-up in reverse preorder (a node's
  * dominator precedes it in preorder).
  *
  * Shortest paths are a breadth-first search from the virtual root.
  */
 #include "cal_heapgraph.h"
-
-#include "cal_map.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +54,18 @@
 #define ROOT_BIT 0x80000000u
 
 void cal_heapgraph_init(cal_heapgraph *g) { memset(g, 0, sizeof *g); }
+
+/* The slot an address hashes to: cal_hash_u64's mix (murmur3's
+   finaliser), inlined here, where it runs once or more per edge. */
+static inline size_t slot_of(uint64_t x, size_t mask)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return (size_t)x & mask;
+}
 
 void cal_heapgraph_free(cal_heapgraph *g)
 {
@@ -86,7 +107,7 @@ int64_t cal_heapgraph_lookup(const cal_heapgraph *g, uint64_t addr)
     if (!g->slots_cap)
         return -1;
     size_t mask = g->slots_cap - 1;
-    for (size_t i = cal_hash_u64(addr) & mask;; i = (i + 1) & mask) {
+    for (size_t i = slot_of(addr, mask);; i = (i + 1) & mask) {
         uint32_t s = g->slots[i];
         if (!s)
             return -1;
@@ -102,7 +123,7 @@ static int rehash(cal_heapgraph *g, size_t cap)
         return -1;
     size_t mask = cap - 1;
     for (size_t k = 0; k < g->n; k++) {
-        size_t i = cal_hash_u64(g->addr[k]) & mask;
+        size_t i = slot_of(g->addr[k], mask);
         while (slots[i])
             i = (i + 1) & mask;
         slots[i] = (uint32_t)k + 1;
@@ -119,7 +140,7 @@ int cal_heapgraph_intern(cal_heapgraph *g, uint64_t addr, uint32_t *node, int *a
     if ((g->n + 1) * 10 > g->slots_cap * 7 &&
         rehash(g, g->slots_cap ? 2 * g->slots_cap : 1024) != 0)
         return -1;
-    size_t mask = g->slots_cap - 1, i = cal_hash_u64(addr) & mask;
+    size_t mask = g->slots_cap - 1, i = slot_of(addr, mask);
     for (;; i = (i + 1) & mask) {
         uint32_t s = g->slots[i];
         if (!s)
@@ -170,6 +191,47 @@ int cal_heapgraph_edge(cal_heapgraph *g, uint32_t to)
     return 0;
 }
 
+/* Start the loads of what interning `addr` will read: its hash slot, and
+   (once that slot has arrived: `deep`) the address of the node in it. */
+static inline void prefetch_intern(const cal_heapgraph *g, uint64_t addr, int deep)
+{
+    if (!g->slots_cap)
+        return;
+    const uint32_t *slot = &g->slots[slot_of(addr, g->slots_cap - 1)];
+    if (!deep)
+        __builtin_prefetch(slot);
+    else if (*slot)
+        __builtin_prefetch(&g->addr[*slot - 1]);
+}
+
+/* How far ahead the batch prefetches: far enough for a miss to arrive
+   (a few hundred cycles; an intern that hits the cache takes tens). */
+#define AHEAD 48
+
+int cal_heapgraph_add_batch(cal_heapgraph *g, size_t count, const uint32_t *deg,
+                            const uint64_t *addrs)
+{
+    size_t total = 0, k = 0;
+    for (size_t b = 0; b < count; b++)
+        total += deg[b];
+    for (size_t b = 0; b < count; b++) {
+        if (cal_heapgraph_next(g) < 0)
+            return -1;
+        for (uint32_t d = 0; d < deg[b]; d++, k++) {
+            if (k + AHEAD < total)
+                prefetch_intern(g, addrs[k + AHEAD], 0);
+            if (k + AHEAD / 3 < total)
+                prefetch_intern(g, addrs[k + AHEAD / 3], 1);
+            uint32_t node;
+            int added;
+            if (cal_heapgraph_intern(g, addrs[k], &node, &added) != 0 ||
+                cal_heapgraph_edge(g, node) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 int cal_heapgraph_add_root(cal_heapgraph *g, uint32_t node)
 {
     if (g->nroots == g->roots_cap) {
@@ -205,6 +267,40 @@ static size_t reach(const cal_heapgraph *g, size_t from, uint8_t *seen, uint32_t
     return tail;
 }
 
+/* Shrink an array of `elem`-byte elements from *cap to n (n > 0): a
+   failed shrink keeps the larger one. */
+static void shrink(void **p, size_t *cap, size_t n, size_t elem)
+{
+    if (n == 0 || n >= *cap)
+        return;
+    void *q = realloc(*p, n * elem);
+    if (q) {
+        *p = q;
+        *cap = n;
+    }
+}
+
+/* The graph is complete: give back the slack that growing by half left
+   in each array (a quarter of them on average; the hash set stays, for
+   lookups). */
+static void trim(cal_heapgraph *g)
+{
+    size_t cap = g->cap, c;
+    if (g->n && g->n < cap) {
+        c = cap;
+        shrink((void **)&g->addr, &c, g->n, 8);
+        c = cap;
+        shrink((void **)&g->size, &c, g->n, 8);
+        c = cap;
+        shrink((void **)&g->type, &c, g->n, 4);
+        c = cap + 1;
+        shrink((void **)&g->off, &c, g->n + 1, 4);
+        g->cap = g->n; /* a failed shrink leaves more, never less */
+    }
+    shrink((void **)&g->edges, &g->edges_cap, g->nedges, 4);
+    shrink((void **)&g->roots, &g->roots_cap, g->nroots, 4);
+}
+
 int cal_heapgraph_finish(cal_heapgraph *g, size_t first)
 {
     while (g->expanded < g->n)
@@ -234,6 +330,7 @@ int cal_heapgraph_finish(cal_heapgraph *g, size_t first)
         }
     free(seen);
     free(queue);
+    trim(g);
     return 0;
 fail:
     free(seen);
@@ -269,15 +366,15 @@ int cal_heapgraph_dominators(cal_heapgraph *g)
     int rc = -1;
     free(g->idom);
     free(g->retained);
+    g->retained = NULL; /* allocated once the temporaries below are freed */
     g->idom = malloc((n ? n : 1) * sizeof *g->idom);
-    g->retained = malloc((n ? n : 1) * sizeof *g->retained);
     uint32_t *pre = malloc((n ? n : 1) * sizeof *pre);
     uint32_t *vertex = malloc(m1 * 4), *parent = malloc(m1 * 4);
     uint32_t *semi = malloc(m1 * 4), *label = malloc(m1 * 4);
     uint32_t *ancestor = malloc(m1 * 4), *stack = malloc(m1 * 4);
     uint32_t *poff = calloc(n + 1, 4), *preds = malloc((g->nedges ? g->nedges : 1) * 4);
-    if (!g->idom || !g->retained || !pre || !vertex || !parent || !semi || !label ||
-        !ancestor || !stack || !poff || !preds)
+    if (!g->idom || !pre || !vertex || !parent || !semi || !label || !ancestor ||
+        !stack || !poff || !preds)
         goto fail;
 
     /* 1. Depth-first preorder; semi holds each vertex's edge cursor. */
@@ -350,6 +447,20 @@ int cal_heapgraph_dominators(cal_heapgraph *g)
         while (parent[i] > semi[i])
             parent[i] = parent[parent[i]];
 
+    /* The retained sizes need only vertex[] and parent[]: the rest goes
+       first, so that the pass's peak is not the results' 8 bytes a node
+       more. */
+    free(pre);
+    free(semi);
+    free(label);
+    free(ancestor);
+    free(stack);
+    free(poff);
+    free(preds);
+    pre = semi = label = ancestor = stack = poff = preds = NULL;
+    g->retained = malloc((n ? n : 1) * sizeof *g->retained);
+    if (!g->retained)
+        goto fail;
     for (size_t v = 0; v < n; v++) {
         g->idom[v] = CAL_HEAP_NONE;
         g->retained[v] = 0;

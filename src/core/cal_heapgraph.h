@@ -62,6 +62,17 @@ int cal_heapgraph_intern(cal_heapgraph *g, uint64_t addr, uint32_t *node, int *a
 int64_t cal_heapgraph_next(cal_heapgraph *g);
 /* An edge from the node last given by cal_heapgraph_next.  0 or -1. */
 int cal_heapgraph_edge(cal_heapgraph *g, uint32_t to);
+/* The edges of the next `count` nodes to expand, at once: the k-th node
+   of the batch (the one cal_heapgraph_next would give) has deg[k]
+   targets, given by address in addrs (concatenated, in order); a target
+   not yet a node becomes one.  The graph is the one interning them one
+   by one makes; faster, because the hash slots of the targets ahead, and
+   the addresses those slots point to, are prefetched, so that the cache
+   misses of a batch overlap instead of following each other.  0, or -1
+   when out of memory or nodes (the batch maybe half added). */
+int cal_heapgraph_add_batch(cal_heapgraph *g, size_t count, const uint32_t *deg,
+                            const uint64_t *addrs);
+
 /* Add `node` to the root set.  0 or -1. */
 int cal_heapgraph_add_root(cal_heapgraph *g, uint32_t node);
 
@@ -69,7 +80,8 @@ int cal_heapgraph_add_root(cal_heapgraph *g, uint32_t node);
    cal_heapgraph_next), then complete the root set: every node at or after
    `first` that no other node points at becomes a root; then, while some
    node is unreachable from the roots (a cycle nothing outside points at),
-   the first such node becomes one.  0 or -1. */
+   the first such node becomes one.  Last, the arrays are trimmed to what
+   they hold.  0 or -1. */
 int cal_heapgraph_finish(cal_heapgraph *g, size_t first);
 
 /* The dominator tree (idom) and the retained sizes, from the virtual

@@ -13,18 +13,15 @@
 #define _GNU_SOURCE
 #include "cal_snapshot.h"
 
+#include "cal_binfile.h"
 #include "cal_buf.h"
 #include "cal_jsonr.h"
 #include "cal_utf8.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* The magic: 0x89 first, a byte no UTF-8 text (so no JSON profile, no
    collapsed stacks) can start with, as PNG does; then the name; then a
@@ -33,7 +30,6 @@ static const char MAGIC[8] = {(char)0x89, 'C', 'A', 'L', 'S', 'N', 'P', '\n'};
 
 /* Header (magic, version) and trailer (checksum) sizes. */
 #define HEADER_LEN 12
-#define TRAILER_LEN 8
 
 void cal_snapshot_init(cal_snapshot *s)
 {
@@ -82,24 +78,9 @@ static int reserve(void **v, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-/* Is text[0..len) UTF-8 without a NUL?  The byte offset of the first bad
-   byte, or len if none. */
-static size_t utf8_bad_at(const char *text, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        uint32_t cp;
-        size_t n = cal_utf8_decode(text + i, len - i, &cp);
-        if (n == 0 || cp == 0)
-            return i;
-        i += n;
-    }
-    return len;
-}
-
 uint32_t cal_snapshot_string(cal_snapshot *s, const char *text, size_t len)
 {
-    if (utf8_bad_at(text, len) != len) {
+    if (cal_binfile_utf8_bad_at(text, len) != len) {
         errno = EINVAL;
         return CAL_SNAPSHOT_NONE;
     }
@@ -235,7 +216,7 @@ int cal_snapshot_add(cal_snapshot *s, uint32_t domain, uint32_t traceback, int64
 
 int cal_snapshot_check_meta(const char *json, size_t len, char *err, size_t errlen)
 {
-    size_t bad = utf8_bad_at(json, len);
+    size_t bad = cal_binfile_utf8_bad_at(json, len);
     if (bad != len) {
         snprintf(err, errlen, "meta is not UTF-8 text without NUL (byte %zu)", bad);
         return -1;
@@ -274,33 +255,6 @@ int cal_snapshot_set_meta(cal_snapshot *s, const char *json, size_t len)
 
 /* ---- the file ---------------------------------------------------------- */
 
-/* The checksum: 64-bit FNV-1a over every byte before it.  Defined here,
-   not borrowed from cal_map, because the file format must not change when
-   the map's hash does. */
-static uint64_t checksum(const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-static void put_u32(cal_buf *b, uint32_t v)
-{
-    unsigned char c[4] = {(unsigned char)v, (unsigned char)(v >> 8),
-                          (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
-    cal_buf_add(b, (const char *)c, 4);
-}
-
-static void put_u64(cal_buf *b, uint64_t v)
-{
-    put_u32(b, (uint32_t)v);
-    put_u32(b, (uint32_t)(v >> 32));
-}
-
 int cal_snapshot_encode(const cal_snapshot *s, cal_buf *out)
 {
     cal_buf_init(out);
@@ -311,42 +265,42 @@ int cal_snapshot_encode(const cal_snapshot *s, cal_buf *out)
         return -1;
     }
     cal_buf_add(out, MAGIC, sizeof MAGIC);
-    put_u32(out, CAL_SNAPSHOT_VERSION);
-    put_u32(out, (uint32_t)meta_len);
+    cal_binfile_put_u32(out, CAL_SNAPSHOT_VERSION);
+    cal_binfile_put_u32(out, (uint32_t)meta_len);
     cal_buf_add(out, meta, meta_len);
     /* The interning functions keep every count below UINT32_MAX. */
-    put_u32(out, (uint32_t)s->nstrings);
+    cal_binfile_put_u32(out, (uint32_t)s->nstrings);
     for (size_t i = 0; i < s->nstrings; i++) {
         size_t len = strlen(s->strings[i]);
-        put_u32(out, (uint32_t)len);
+        cal_binfile_put_u32(out, (uint32_t)len);
         cal_buf_add(out, s->strings[i], len);
     }
-    put_u32(out, (uint32_t)s->nframes);
+    cal_binfile_put_u32(out, (uint32_t)s->nframes);
     for (size_t i = 0; i < s->nframes; i++) {
-        put_u32(out, s->frames[i].file);
-        put_u32(out, (uint32_t)s->frames[i].line);
+        cal_binfile_put_u32(out, s->frames[i].file);
+        cal_binfile_put_u32(out, (uint32_t)s->frames[i].line);
     }
-    put_u32(out, (uint32_t)s->nframe_ids);
+    cal_binfile_put_u32(out, (uint32_t)s->nframe_ids);
     for (size_t i = 0; i < s->nframe_ids; i++)
-        put_u32(out, s->frame_ids[i]);
-    put_u32(out, (uint32_t)s->ntracebacks);
+        cal_binfile_put_u32(out, s->frame_ids[i]);
+    cal_binfile_put_u32(out, (uint32_t)s->ntracebacks);
     for (size_t i = 0; i < s->ntracebacks; i++) {
         const cal_snap_traceback *t = &s->tracebacks[i];
-        put_u32(out, t->first);
-        put_u32(out, t->nframes);
-        put_u32(out, t->total);
-        put_u32(out, t->root_kept);
+        cal_binfile_put_u32(out, t->first);
+        cal_binfile_put_u32(out, t->nframes);
+        cal_binfile_put_u32(out, t->total);
+        cal_binfile_put_u32(out, t->root_kept);
     }
-    put_u64(out, s->ntraces);
+    cal_binfile_put_u64(out, s->ntraces);
     for (size_t i = 0; i < s->ntraces; i++) {
         const cal_snap_trace *t = &s->traces[i];
-        put_u32(out, t->domain);
-        put_u32(out, t->traceback);
-        put_u64(out, (uint64_t)t->size);
-        put_u64(out, (uint64_t)t->block_size);
+        cal_binfile_put_u32(out, t->domain);
+        cal_binfile_put_u32(out, t->traceback);
+        cal_binfile_put_u64(out, (uint64_t)t->size);
+        cal_binfile_put_u64(out, (uint64_t)t->block_size);
     }
     if (cal_buf_ok(out))
-        put_u64(out, checksum(out->data, out->len));
+        cal_binfile_put_u64(out, cal_binfile_checksum(out->data, out->len));
     if (!cal_buf_ok(out)) {
         cal_buf_free(out);
         errno = ENOMEM;
@@ -377,221 +331,165 @@ int cal_snapshot_is_snapshot(const char *data, size_t len)
    A cursor over the bytes; each take_* checks what is left first.  The
    first problem is written to err and makes the decode fail. */
 
-typedef struct reader {
-    const unsigned char *p;
-    size_t len, at;
-    char *err;
-    size_t errlen;
-    const char *section; /* what is being read, for "truncated" */
-} reader;
-
-static int fail(reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int fail(reader *r, const char *fmt, ...)
+static int oom(cal_binr *r)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->err, r->errlen, fmt, ap);
-    va_end(ap);
-    return -1;
+    return cal_binr_fail(r, "out of memory reading the snapshot");
 }
 
-static int need(reader *r, size_t n)
-{
-    if (r->len - r->at - TRAILER_LEN >= n)
-        return 0;
-    return fail(r, "truncated snapshot: %zu bytes, ended in the %s", r->len,
-                r->section);
-}
-
-static uint32_t take_u32(reader *r)
-{
-    const unsigned char *c = r->p + r->at;
-    r->at += 4;
-    return (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 |
-           (uint32_t)c[3] << 24;
-}
-
-static uint64_t take_u64(reader *r)
-{
-    uint64_t lo = take_u32(r);
-    return lo | (uint64_t)take_u32(r) << 32;
-}
-
-/* Read a section's count (a u32, or a u64 when wide) and check that
-   count items of at least `min_item` bytes each fit in what is left, so
-   that a lying count is refused before anything is allocated for it. */
-static int take_count(reader *r, const char *section, size_t min_item, int wide,
-                      size_t *count)
-{
-    r->section = section;
-    if (need(r, wide ? 8 : 4) != 0)
-        return -1;
-    uint64_t n = wide ? take_u64(r) : take_u32(r);
-    size_t left = r->len - r->at - TRAILER_LEN;
-    if (n > left / min_item)
-        return fail(
-            r,
-            "truncated or corrupt snapshot: %s count %llu needs at least %llu bytes, "
-            "%zu are left",
-            section, (unsigned long long)n,
-            (unsigned long long)(n > UINT64_MAX / min_item ? UINT64_MAX : n * min_item),
-            left);
-    *count = (size_t)n;
-    return 0;
-}
-
-static int oom(reader *r) { return fail(r, "out of memory reading the snapshot"); }
-
-static int decode_meta(reader *r, cal_snapshot *out)
+static int decode_meta(cal_binr *r, cal_snapshot *out)
 {
     r->section = "meta";
-    if (need(r, 4) != 0)
+    if (cal_binr_need(r, 4) != 0)
         return -1;
-    uint32_t len = take_u32(r);
-    if (need(r, len) != 0)
+    uint32_t len = cal_binr_u32(r);
+    if (cal_binr_need(r, len) != 0)
         return -1;
     const char *json = (const char *)r->p + r->at;
     char why[256];
     if (cal_snapshot_check_meta(json, len, why, sizeof why) != 0)
-        return fail(r, "%s", why);
+        return cal_binr_fail(r, "%s", why);
     if (cal_snapshot_set_meta(out, json, len) != 0)
         return oom(r);
     r->at += len;
     return 0;
 }
 
-static int decode_strings(reader *r, cal_snapshot *out)
+static int decode_strings(cal_binr *r, cal_snapshot *out)
 {
     size_t n;
-    if (take_count(r, "strings", 4, 0, &n) != 0)
+    if (cal_binr_count(r, "strings", 4, 0, &n) != 0)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        if (need(r, 4) != 0)
+        if (cal_binr_need(r, 4) != 0)
             return -1;
-        uint32_t len = take_u32(r);
-        if (need(r, len) != 0)
+        uint32_t len = cal_binr_u32(r);
+        if (cal_binr_need(r, len) != 0)
             return -1;
         const char *text = (const char *)r->p + r->at;
-        size_t bad = utf8_bad_at(text, len);
+        size_t bad = cal_binfile_utf8_bad_at(text, len);
         if (bad != len)
-            return fail(r, "string %zu is not UTF-8 text without NUL (byte %zu)", i,
-                        bad);
+            return cal_binr_fail(
+                r, "string %zu is not UTF-8 text without NUL (byte %zu)", i, bad);
         uint32_t id = cal_snapshot_string(out, text, len);
         if (id == CAL_SNAPSHOT_NONE)
             return oom(r);
         if (id != i)
-            return fail(r, "string %zu repeats string %u", i, id);
+            return cal_binr_fail(r, "string %zu repeats string %u", i, id);
         r->at += len;
     }
     return 0;
 }
 
-static int decode_frames(reader *r, cal_snapshot *out)
+static int decode_frames(cal_binr *r, cal_snapshot *out)
 {
     size_t n;
-    if (take_count(r, "frames", 8, 0, &n) != 0)
+    if (cal_binr_count(r, "frames", 8, 0, &n) != 0)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        uint32_t file = take_u32(r);
-        int32_t line = (int32_t)take_u32(r);
+        uint32_t file = cal_binr_u32(r);
+        int32_t line = (int32_t)cal_binr_u32(r);
         if (file >= out->nstrings)
-            return fail(r, "frame %zu: file %u is not a string (%zu strings)", i, file,
-                        out->nstrings);
+            return cal_binr_fail(r, "frame %zu: file %u is not a string (%zu strings)",
+                                 i, file, out->nstrings);
         uint32_t id = cal_snapshot_frame(out, file, line);
         if (id == CAL_SNAPSHOT_NONE)
             return oom(r);
         if (id != i)
-            return fail(r, "frame %zu repeats frame %u", i, id);
+            return cal_binr_fail(r, "frame %zu repeats frame %u", i, id);
     }
     return 0;
 }
 
 /* The tracebacks, from the frame ids read into `ids` (n_ids of them). */
-static int decode_tracebacks(reader *r, cal_snapshot *out, const uint32_t *ids,
+static int decode_tracebacks(cal_binr *r, cal_snapshot *out, const uint32_t *ids,
                              size_t n_ids)
 {
     size_t n;
-    if (take_count(r, "tracebacks", 16, 0, &n) != 0)
+    if (cal_binr_count(r, "tracebacks", 16, 0, &n) != 0)
         return -1;
     size_t next = 0; /* where the next traceback's frames must start */
     for (size_t i = 0; i < n; i++) {
-        uint32_t first = take_u32(r), nframes = take_u32(r), total = take_u32(r),
-                 root_kept = take_u32(r);
+        uint32_t first = cal_binr_u32(r), nframes = cal_binr_u32(r),
+                 total = cal_binr_u32(r), root_kept = cal_binr_u32(r);
         if (first != next || nframes > n_ids - next)
-            return fail(r,
-                        "traceback %zu: frames %u..%llu are not the next %u of the %zu "
-                        "frame ids (from %zu)",
-                        i, first, (unsigned long long)first + nframes, nframes, n_ids,
-                        next);
+            return cal_binr_fail(
+                r,
+                "traceback %zu: frames %u..%llu are not the next %u of the %zu "
+                "frame ids (from %zu)",
+                i, first, (unsigned long long)first + nframes, nframes, n_ids, next);
         if (nframes > total || root_kept > nframes)
-            return fail(r,
-                        "traceback %zu: needs root_kept <= nframes <= total, has %u, "
-                        "%u, %u",
-                        i, root_kept, nframes, total);
+            return cal_binr_fail(
+                r,
+                "traceback %zu: needs root_kept <= nframes <= total, has %u, "
+                "%u, %u",
+                i, root_kept, nframes, total);
         uint32_t id =
             cal_snapshot_traceback(out, ids + first, nframes, total, root_kept);
         if (id == CAL_SNAPSHOT_NONE)
             return oom(r);
         if (id != i)
-            return fail(r, "traceback %zu repeats traceback %u", i, id);
+            return cal_binr_fail(r, "traceback %zu repeats traceback %u", i, id);
         next += nframes;
     }
     if (next != n_ids)
-        return fail(r, "%zu frame ids, of which the tracebacks use %zu", n_ids, next);
+        return cal_binr_fail(r, "%zu frame ids, of which the tracebacks use %zu", n_ids,
+                             next);
     return 0;
 }
 
-static int decode_traces(reader *r, cal_snapshot *out)
+static int decode_traces(cal_binr *r, cal_snapshot *out)
 {
     size_t n;
-    if (take_count(r, "traces", 24, 1, &n) != 0)
+    if (cal_binr_count(r, "traces", 24, 1, &n) != 0)
         return -1;
     if (n && reserve((void **)&out->traces, &out->traces_cap, n, sizeof(*out->traces)))
         return oom(r);
     for (size_t i = 0; i < n; i++) {
-        uint32_t domain = take_u32(r), traceback = take_u32(r);
-        int64_t size = (int64_t)take_u64(r), block_size = (int64_t)take_u64(r);
+        uint32_t domain = cal_binr_u32(r), traceback = cal_binr_u32(r);
+        int64_t size = (int64_t)cal_binr_u64(r), block_size = (int64_t)cal_binr_u64(r);
         if (traceback >= out->ntracebacks)
-            return fail(r, "trace %zu: traceback %u out of range (%zu tracebacks)", i,
-                        traceback, out->ntracebacks);
+            return cal_binr_fail(
+                r, "trace %zu: traceback %u out of range (%zu tracebacks)", i,
+                traceback, out->ntracebacks);
         if (size < 0)
-            return fail(r, "trace %zu: size %lld is negative", i, (long long)size);
+            return cal_binr_fail(r, "trace %zu: size %lld is negative", i,
+                                 (long long)size);
         if (block_size <= 0)
-            return fail(r, "trace %zu: block size %lld is not positive", i,
-                        (long long)block_size);
+            return cal_binr_fail(r, "trace %zu: block size %lld is not positive", i,
+                                 (long long)block_size);
         if (cal_snapshot_add(out, domain, traceback, size, block_size) != 0)
             return oom(r);
     }
     return 0;
 }
 
-static int decode_body(reader *r, cal_snapshot *out)
+static int decode_body(cal_binr *r, cal_snapshot *out)
 {
-    if (r->len < HEADER_LEN + TRAILER_LEN)
-        return fail(r, "truncated snapshot: %zu bytes, shorter than any", r->len);
+    if (r->len < HEADER_LEN + CAL_BINFILE_TRAILER)
+        return cal_binr_fail(r, "truncated snapshot: %zu bytes, shorter than any",
+                             r->len);
     r->at = sizeof MAGIC;
-    uint32_t version = take_u32(r);
+    uint32_t version = cal_binr_u32(r);
     if (version > CAL_SNAPSHOT_VERSION)
-        return fail(r,
-                    "snapshot format version %u is newer than this calipers reads (%d)",
-                    version, CAL_SNAPSHOT_VERSION);
+        return cal_binr_fail(
+            r, "snapshot format version %u is newer than this calipers reads (%d)",
+            version, CAL_SNAPSHOT_VERSION);
     if (version == 0)
-        return fail(r, "snapshot format version 0 does not exist");
+        return cal_binr_fail(r, "snapshot format version 0 does not exist");
     if (decode_meta(r, out) != 0 || decode_strings(r, out) != 0 ||
         decode_frames(r, out) != 0)
         return -1;
     size_t n_ids;
-    if (take_count(r, "frame ids", 4, 0, &n_ids) != 0)
+    if (cal_binr_count(r, "frame ids", 4, 0, &n_ids) != 0)
         return -1;
     uint32_t *ids = malloc((n_ids ? n_ids : 1) * sizeof(*ids));
     if (!ids)
         return oom(r);
     for (size_t i = 0; i < n_ids; i++) {
-        ids[i] = take_u32(r);
+        ids[i] = cal_binr_u32(r);
         if (ids[i] >= out->nframes) {
-            fail(r, "frame id %zu: frame %u out of range (%zu frames)", i, ids[i],
-                 out->nframes);
+            cal_binr_fail(r, "frame id %zu: frame %u out of range (%zu frames)", i,
+                          ids[i], out->nframes);
             free(ids);
             return -1;
         }
@@ -600,12 +498,13 @@ static int decode_body(reader *r, cal_snapshot *out)
     free(ids);
     if (rc != 0 || decode_traces(r, out) != 0)
         return -1;
-    if (r->len - r->at != TRAILER_LEN)
-        return fail(r, "%zu bytes after the traces where 8 (the checksum) end the file",
-                    r->len - r->at);
-    uint64_t want = checksum(r->p, r->at);
-    if (take_u64(r) != want)
-        return fail(r, "checksum mismatch: the snapshot is corrupt");
+    if (r->len - r->at != CAL_BINFILE_TRAILER)
+        return cal_binr_fail(
+            r, "%zu bytes after the traces where 8 (the checksum) end the file",
+            r->len - r->at);
+    uint64_t want = cal_binfile_checksum(r->p, r->at);
+    if (cal_binr_u64(r) != want)
+        return cal_binr_fail(r, "checksum mismatch: the snapshot is corrupt");
     return 0;
 }
 
@@ -615,14 +514,16 @@ int cal_snapshot_decode(const char *data, size_t len, cal_snapshot *out, char *e
     cal_snapshot_init(out);
     if (errlen)
         err[0] = '\0';
-    reader r = {(const unsigned char *)data, len, 0, err, errlen, "header"};
+    cal_binr r = {
+        (const unsigned char *)data, len, 0, err, errlen, "snapshot", "header"};
     int rc;
     if (!cal_snapshot_is_snapshot(data, len))
-        rc = fail(&r,
-                  len < sizeof MAGIC && len > 0 && memcmp(data, MAGIC, len) == 0
-                      ? "truncated snapshot: %zu bytes, shorter than its magic"
-                      : "not a calipers snapshot (%zu bytes, no magic)",
-                  len);
+        rc =
+            cal_binr_fail(&r,
+                          len < sizeof MAGIC && len > 0 && memcmp(data, MAGIC, len) == 0
+                              ? "truncated snapshot: %zu bytes, shorter than its magic"
+                              : "not a calipers snapshot (%zu bytes, no magic)",
+                          len);
     else
         rc = decode_body(&r, out);
     if (rc != 0)
@@ -635,104 +536,17 @@ int cal_snapshot_decode(const char *data, size_t len, cal_snapshot *out, char *e
 /* At most this many bytes are read: 4 GiB, about 170 million traces. */
 #define MAX_FILE ((size_t)4 << 30)
 
-/* Read the whole regular file open at fd into *data.  0, or -1 with
-   errno set (0 and err set when the file is too big). */
-static int read_all(int fd, size_t hint, char **data, size_t *len, char *err,
-                    size_t errlen)
-{
-    size_t cap = hint < MAX_FILE ? hint + 1 : MAX_FILE + 1, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        errno = ENOMEM;
-        return -1;
-    }
-    for (;;) {
-        if (n == cap) {
-            if (cap > MAX_FILE) {
-                free(buf);
-                snprintf(err, errlen, "snapshot file larger than %zu bytes", MAX_FILE);
-                errno = 0;
-                return -1;
-            }
-            size_t ncap = cap > MAX_FILE / 2 ? MAX_FILE + 1 : cap * 2;
-            char *p = realloc(buf, ncap);
-            if (!p) {
-                free(buf);
-                errno = ENOMEM;
-                return -1;
-            }
-            buf = p;
-            cap = ncap;
-        }
-        ssize_t got = read(fd, buf + n, cap - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            int saved = errno;
-            free(buf);
-            errno = saved;
-            return -1;
-        }
-        if (got == 0)
-            break;
-        n += (size_t)got;
-    }
-    *data = buf;
-    *len = n;
-    return 0;
-}
-
 int cal_snapshot_read(const char *path, cal_snapshot *out, char *err, size_t errlen)
 {
     cal_snapshot_init(out);
     if (errlen)
         err[0] = '\0';
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused
-       below, and a regular file ignores the flag. */
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        int saved = errno;
-        snprintf(err, errlen, "%s: %s", path,
-                 saved == ELOOP ? "is a symbolic link" : strerror(saved));
-        errno = saved;
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int saved = errno;
-        close(fd);
-        snprintf(err, errlen, "%s: %s", path, strerror(saved));
-        errno = saved;
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        int dir = S_ISDIR(st.st_mode);
-        snprintf(err, errlen, "%s: %s", path,
-                 dir ? strerror(EISDIR) : "not a regular file (a device or a FIFO)");
-        errno = dir ? EISDIR : 0;
-        return -1;
-    }
-    if ((uint64_t)st.st_size > MAX_FILE) {
-        close(fd);
-        snprintf(err, errlen, "%s: snapshot file larger than %zu bytes", path,
-                 MAX_FILE);
-        errno = 0;
-        return -1;
-    }
     char *data = NULL;
     size_t len = 0;
-    int rc = read_all(fd, (size_t)st.st_size, &data, &len, err, errlen);
-    int saved = errno;
-    close(fd);
-    if (rc != 0) {
-        if (saved)
-            snprintf(err, errlen, "%s: %s", path, strerror(saved));
-        errno = saved;
+    if (cal_binfile_read(path, "snapshot", MAX_FILE, &data, &len, err, errlen) != 0)
         return -1;
-    }
     char why[512];
-    rc = cal_snapshot_decode(data, len, out, why, sizeof why);
+    int rc = cal_snapshot_decode(data, len, out, why, sizeof why);
     free(data);
     if (rc != 0)
         snprintf(err, errlen, "%s: %s", path, why);

@@ -1,7 +1,7 @@
 /*
  * heapscan — the heap scanner behind calipers.heap: walks every object
  * reachable from the roots once, through tp_traverse, into a
- * cal_heapgraph, then serves the analyses (see heapscan.h).  GIL held
+ * cal_heapgraph (the questions asked of it are heapquery.c's).  GIL held
  * throughout; refuses free-threaded builds (other threads would mutate the
  * heap mid-walk).
  *
@@ -29,45 +29,16 @@
 #include "heapscan.h" /* Python.h first */
 
 #include "cal_heapgraph.h"
+#include "heap_state.h"
 #include "cal_map.h"
-#include "cal_profile.h"
-#include "cal_stacks.h"
 #include "memory.h"
+#include "pyinternals.h"
 #include "runtime.h"
-#include "session.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-enum { RULE_NONE, RULE_IGNORE, RULE_SIZE, RULE_VIRTUAL, RULE_SIZER, RULE_NDARRAY };
-
-/* What one type's objects get, found once per type. */
-typedef struct type_info {
-    uint64_t addr;         /* the type object */
-    char *name;            /* module.qualname (builtins: qualname) */
-    PyCFunction sizeof_fn; /* a trusted C __sizeof__, or NULL */
-    int rule;
-    Py_ssize_t size; /* RULE_SIZE */
-    PyObject *sizer; /* RULE_SIZER, borrowed from the rules list */
-    Py_ssize_t pre;  /* bytes before the object: GC head, managed dict */
-} type_info;
-
-/* The scan's result: the capsule's content. */
-typedef struct heap {
-    cal_heapgraph g;
-    type_info *types;
-    uint32_t ntypes, types_cap;
-    cal_map type_index; /* type address -> type id */
-    uint32_t *sample;   /* per node: the allocation's stack node + 1, or 0 */
-    cal_map named;      /* node -> index in names */
-    char **names;       /* modules', types' and functions' names */
-    size_t nnames, names_cap;
-    uint64_t modules, builtins; /* the explicit roots */
-    double walk_s, analysis_s;
-    size_t peak_bytes;
-} heap;
 
 /* One rule as given (heap_scan's rules). */
 typedef struct rule {
@@ -77,8 +48,11 @@ typedef struct rule {
     PyObject *sizer;
 } rule;
 
+/* Nodes expanded together (expand_all). */
+#define EXPAND_BATCH 256
+
 typedef struct scan {
-    heap *h;
+    calx_heap *h;
     rule *rules;
     size_t nrules;
     cal_map ignored; /* object addresses whose rule is "ignore" */
@@ -86,24 +60,17 @@ typedef struct scan {
     PyObject *skip; /* gc.get_objects()'s list (3.9-3.11) */
     PyObject *sizeof_name, *name_name, *module_name; /* interned */
     const void *core_base;
-    uint32_t cur;   /* the node being expanded */
     uint64_t *virt; /* (owner node, dict address) pairs */
     size_t nvirt, virt_cap;
     uint32_t *sized; /* nodes with a sizer callable */
     size_t nsized, sized_cap;
-    int sampled;       /* the memory engine is attached */
-    size_t sample_cap; /* of h->sample */
-    int failed;        /* out of memory */
+    uint64_t *buf; /* the batch's children (expand_all) */
+    size_t nbuf, buf_cap;
+    uint32_t deg[EXPAND_BATCH]; /* of each node of the batch */
+    int sampled;                /* the memory engine is attached */
+    size_t sample_cap;          /* of h->sample */
+    int failed;                 /* out of memory */
 } scan;
-
-/* numpy's PyArrayObject_fields, as far as `base` (numpy/ndarraytypes.h:
-   the layout has been the same since numpy 1.7, and numpy 2 kept it). */
-typedef struct np_array {
-    PyObject_HEAD char *data;
-    int nd;
-    Py_ssize_t *dimensions, *strides;
-    PyObject *base;
-} np_array;
 
 static double now_s(void)
 {
@@ -128,10 +95,16 @@ static int push(void **arr, size_t *n, size_t *cap, size_t elem, const void *v)
     return 0;
 }
 
-static void heap_free(heap *h)
+void calx_heap_free(calx_heap *h)
 {
+    if (!h)
+        return;
     int guard = calx_runtime_guard_enter();
     cal_heapgraph_free(&h->g);
+    if (h->file) {
+        cal_heapfile_free(h->file);
+        free(h->file);
+    }
     for (uint32_t t = 0; t < h->ntypes; t++)
         free(h->types[t].name);
     free(h->types);
@@ -145,11 +118,56 @@ static void heap_free(heap *h)
     calx_runtime_guard_leave(guard);
 }
 
-static void capsule_free(PyObject *cap)
+/* The result object: a plain object holding the heap, not a capsule.  A
+   capsule is allocated by the collector (PyObject_GC_New, even untracked),
+   and so counts as one more object in the youngest generation: a scan
+   would move gc.get_count(), and a collection could start one object
+   sooner than without it.  This type is not the collector's: a scan
+   leaves the collector's counts as they were. */
+typedef struct heap_object {
+    PyObject_HEAD calx_heap *h;
+} heap_object;
+
+static void heap_object_dealloc(PyObject *op)
 {
-    heap *h = PyCapsule_GetPointer(cap, "calipers.heap");
-    if (h)
-        heap_free(h);
+    calx_heap_free(((heap_object *)op)->h);
+    PyObject_Free(op);
+}
+
+/* Not formatted: PyVarObject_HEAD_INIT ends in a comma clang-format
+   cannot see. */
+/* clang-format off */
+static PyTypeObject heap_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "calipers._calipers.HeapGraph",
+    .tp_basicsize = sizeof(heap_object),
+    .tp_dealloc = heap_object_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A heap scan's graph (calipers.heap.Heap holds it).",
+};
+/* clang-format on */
+
+int calx_heap_ready(void) { return PyType_Ready(&heap_type); }
+
+PyObject *calx_heap_new_graph(calx_heap *h)
+{
+    heap_object *o = PyObject_New(heap_object, &heap_type);
+    if (!o) {
+        calx_heap_free(h);
+        return NULL;
+    }
+    o->h = h;
+    return (PyObject *)o;
+}
+
+calx_heap *calx_heap_of(PyObject *op)
+{
+    if (!PyObject_TypeCheck(op, &heap_type)) {
+        PyErr_Format(PyExc_TypeError, "expected a heap graph, not %.100s",
+                     Py_TYPE(op)->tp_name);
+        return NULL;
+    }
+    return ((heap_object *)op)->h;
 }
 
 /* ---- the walk ------------------------------------------------------------ */
@@ -197,7 +215,7 @@ static char *type_name(scan *s, PyTypeObject *tp)
    memory. */
 static type_info *type_of(scan *s, PyTypeObject *tp, uint32_t *tid)
 {
-    heap *h = s->h;
+    calx_heap *h = s->h;
     uint32_t t = cal_map_get(&h->type_index, (uint64_t)(uintptr_t)tp);
     if (t != CAL_MAP_NONE) {
         *tid = t;
@@ -262,19 +280,24 @@ static type_info *type_of(scan *s, PyTypeObject *tp, uint32_t *tid)
     return &h->types[n - 1];
 }
 
+/* tp_traverse's visitor: the child's address joins the batch's buffer
+   (expand_all interns the batch's children together). */
 static int visit(PyObject *child, void *arg)
 {
     scan *s = arg;
     if (!child || child == s->skip)
         return 0;
-    uint32_t node;
-    int added;
-    if (cal_heapgraph_intern(&s->h->g, (uint64_t)(uintptr_t)child, &node, &added) !=
-            0 ||
-        cal_heapgraph_edge(&s->h->g, node) != 0) {
-        s->failed = 1;
-        return -1;
+    if (s->nbuf == s->buf_cap) {
+        size_t cap = s->buf_cap ? 2 * s->buf_cap : 4096;
+        uint64_t *p = realloc(s->buf, cap * sizeof *p);
+        if (!p) {
+            s->failed = 1;
+            return -1;
+        }
+        s->buf = p;
+        s->buf_cap = cap;
     }
+    s->buf[s->nbuf++] = (uint64_t)(uintptr_t)child;
     return 0;
 }
 
@@ -307,7 +330,7 @@ static PyObject *dict_of(PyObject *op)
 
 static void expand(scan *s, uint32_t i)
 {
-    heap *h = s->h;
+    calx_heap *h = s->h;
     PyObject *op = (PyObject *)(uintptr_t)h->g.addr[i];
     PyTypeObject *tp = Py_TYPE(op);
     uint32_t tid;
@@ -390,11 +413,30 @@ static void expand(scan *s, uint32_t i)
     }
 }
 
+/* Expand every node not expanded yet (and those they add), a batch at a
+   time: each node of the batch is sized and traversed, its children's
+   addresses buffered, then the batch's edges are interned together
+   (cal_heapgraph_add_batch prefetches ahead), and the next objects to
+   read are prefetched while one is read.  The graph is the one that
+   expanding the nodes one at a time makes: the same order. */
 static void expand_all(scan *s)
 {
-    int64_t i;
-    while (!s->failed && (i = cal_heapgraph_next(&s->h->g)) >= 0)
-        expand(s, (uint32_t)i);
+    cal_heapgraph *g = &s->h->g;
+    while (!s->failed && g->expanded < g->n) {
+        size_t first = g->expanded, count = g->n - first;
+        if (count > EXPAND_BATCH)
+            count = EXPAND_BATCH;
+        s->nbuf = 0;
+        for (size_t k = 0; k < count && !s->failed; k++) {
+            if (k + 4 < count)
+                __builtin_prefetch((const void *)(uintptr_t)g->addr[first + k + 4]);
+            size_t before = s->nbuf;
+            expand(s, (uint32_t)(first + k));
+            s->deg[k] = (uint32_t)(s->nbuf - before);
+        }
+        if (!s->failed && cal_heapgraph_add_batch(g, count, s->deg, s->buf) != 0)
+            s->failed = 1;
+    }
 }
 
 static int gc_visit(PyObject *op, void *arg)
@@ -410,17 +452,17 @@ static int gc_visit(PyObject *op, void *arg)
     return 1;
 }
 
-/* Enumerate the collector's objects not reached yet, as new nodes.  From
-   3.12 PyUnstable_GC_VisitObjects (no allocation); before, gc.get_objects()
+/* Enumerate the collector's objects not reached yet, as new nodes, with
+   calx_gc_visit: no allocation, no Python code, so the collector's counts
+   and lists are as they were.  Where the interpreter's layout is unknown
+   (3.9-3.11 built with -Dnewest_known_python lower), gc.get_objects()
    with the collector paused, so that building its list cannot start a
    collection (which could run finalizers); the list is left out of the
    graph.  0, or -1 with an exception set. */
 static int add_gc_objects(scan *s)
 {
-#if PY_VERSION_HEX >= 0x030C0000
-    PyUnstable_GC_VisitObjects(gc_visit, s);
-    return 0;
-#else
+    if (calx_gc_visit(gc_visit, s) == 0)
+        return 0;
     PyObject *gc = PyImport_ImportModule("gc");
     if (!gc)
         return -1;
@@ -447,20 +489,52 @@ static int add_gc_objects(scan *s)
     Py_XDECREF(was);
     Py_DECREF(gc);
     return rc;
-#endif
 }
 
-/* Names worth showing in paths: modules', types', functions'. */
+/* Name node i (taking `name`; a node keeps its first name).  0, or -1
+   when out of memory. */
+static int add_name(calx_heap *h, size_t i, char *name)
+{
+    size_t n = h->nnames, cap = h->names_cap;
+    if (name && cal_map_get(&h->named, i) != CAL_MAP_NONE) {
+        free(name);
+        return 0;
+    }
+    if (!name || push((void **)&h->names, &n, &cap, sizeof name, &name) != 0 ||
+        cal_map_put(&h->named, i, (uint32_t)h->nnames) != 0) {
+        free(name);
+        return -1;
+    }
+    h->nnames = n;
+    h->names_cap = cap;
+    return 0;
+}
+
+/* Names worth showing in paths: modules' (and their dicts'), types',
+   functions', and the explicit roots'. */
 static void name_nodes(scan *s)
 {
-    heap *h = s->h;
+    calx_heap *h = s->h;
     for (size_t i = 0; i < h->g.n && !s->failed; i++) {
         PyObject *op = (PyObject *)(uintptr_t)h->g.addr[i];
         char *name = NULL;
-        if (PyModule_Check(op)) {
+        if (h->g.addr[i] == h->modules) {
+            name = strdup("sys.modules");
+        } else if (h->g.addr[i] == h->builtins) {
+            name = strdup("builtins");
+        } else if (PyModule_Check(op)) {
             PyObject *d = PyModule_GetDict(op);
             PyObject *nm = d ? PyDict_GetItem(d, s->name_name) : NULL;
             name = ascii_copy(nm, "?");
+            /* Its namespace gets a name too ("m.__dict__"): it is the
+               module's, not the program's data (Heap.summary). */
+            int64_t dn = d ? cal_heapgraph_lookup(&h->g, (uint64_t)(uintptr_t)d) : -1;
+            char *dname = name && dn >= 0 ? malloc(strlen(name) + 10) : NULL;
+            if (dname) {
+                sprintf(dname, "%s.__dict__", name);
+                if (add_name(h, (size_t)dn, dname) != 0)
+                    s->failed = 1;
+            }
         } else if (PyType_Check(op)) {
             uint32_t t = cal_map_get(&h->type_index, h->g.addr[i]);
             name = t != CAL_MAP_NONE ? strdup(h->types[t].name)
@@ -470,15 +544,10 @@ static void name_nodes(scan *s)
         } else {
             continue;
         }
-        size_t n = h->nnames, cap = h->names_cap;
-        if (!name || push((void **)&h->names, &n, &cap, sizeof name, &name) != 0 ||
-            cal_map_put(&h->named, i, (uint32_t)h->nnames) != 0) {
-            free(name);
+        if (add_name(h, i, name) != 0) {
             s->failed = 1;
             return;
         }
-        h->nnames = n;
-        h->names_cap = cap;
     }
 }
 
@@ -502,7 +571,7 @@ static void merge_virtual(scan *s)
    (a sizer may free others).  0, or -1 with an exception set. */
 static int run_sizers(scan *s)
 {
-    heap *h = s->h;
+    calx_heap *h = s->h;
     if (!s->nsized)
         return 0;
     PyObject **objs = PyMem_Malloc(s->nsized * sizeof *objs);
@@ -562,6 +631,7 @@ static int read_rules(scan *s, PyObject *rules, PyObject *objects)
         r->kind = kind == 0 ? RULE_IGNORE : kind == 2 ? RULE_VIRTUAL : RULE_SIZE;
         if (kind == 1 && PyCallable_Check(value)) {
             r->kind = RULE_SIZER;
+            Py_INCREF(value); /* a sizer may change the rules list */
             r->sizer = value;
         } else if (kind == 1) {
             r->size = PyLong_AsSsize_t(value);
@@ -659,390 +729,39 @@ PyObject *calx_heap_scan(PyObject *self, PyObject *args)
     if (rc != 0)
         goto done;
     t0 = now_s();
-    size_t before = cal_heapgraph_bytes(&s.h->g);
+    size_t walked = cal_heapgraph_bytes(&s.h->g);
     if (cal_heapgraph_finish(&s.h->g, first) != 0 ||
         cal_heapgraph_dominators(&s.h->g) != 0) {
         PyErr_NoMemory();
         goto done;
     }
     s.h->analysis_s = now_s() - t0;
-    /* The dominator pass's own arrays: 7 a node, 1 an edge (uint32s). */
-    size_t n = s.h->g.n;
-    s.h->peak_bytes = before + (n + 1) * 4 * 9 + s.h->g.nedges * 4;
-    cap = PyCapsule_New(s.h, "calipers.heap", capsule_free);
-    if (cap)
-        s.h = NULL;
+    /* The most the graph took at once: while walking and finishing (its
+       arrays before they were trimmed, the largest batch of children, and
+       a byte and an index a node), or while the
+       dominators were computed (what is kept but the retained sizes, made
+       last, and eight indices a node and one an edge: cal_heapgraph.c). */
+    size_t n = s.h->g.n, kept = cal_heapgraph_bytes(&s.h->g);
+    size_t finishing = walked + s.buf_cap * 8 + n * 5,
+           dominating = kept - n * 8 + (n + 1) * 4 * 8 + s.h->g.nedges * 4;
+    s.h->peak_bytes = finishing > dominating ? finishing : dominating;
+    cap = calx_heap_new_graph(s.h);
+    s.h = NULL;
 done:
     calx_runtime_guard_leave(guard);
     if (s.h)
-        heap_free(s.h);
+        calx_heap_free(s.h);
     guard = calx_runtime_guard_enter();
     free(s.virt);
     free(s.sized);
+    free(s.buf);
     cal_map_clear(&s.ignored);
     calx_runtime_guard_leave(guard);
+    for (size_t k = 0; k < s.nrules; k++)
+        Py_XDECREF(s.rules[k].sizer);
     PyMem_Free(s.rules);
     Py_XDECREF(s.sizeof_name);
     Py_XDECREF(s.name_name);
     Py_XDECREF(s.module_name);
     return cap;
-}
-
-/* ---- the analyses ---------------------------------------------------------- */
-
-static heap *heap_arg(PyObject *cap)
-{
-    return PyCapsule_GetPointer(cap, "calipers.heap");
-}
-
-PyObject *calx_heap_info(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *cap;
-    if (!PyArg_ParseTuple(args, "O:heap_info", &cap))
-        return NULL;
-    heap *h = heap_arg(cap);
-    if (!h)
-        return NULL;
-    size_t bytes = cal_heapgraph_bytes(&h->g) + h->ntypes * sizeof(type_info) +
-                   (h->sample ? h->g.n * 4 : 0);
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:d,s:d,s:O}", "nodes",
-                         (Py_ssize_t)h->g.n, "edges", (Py_ssize_t)h->g.nedges, "roots",
-                         (Py_ssize_t)h->g.nroots, "bytes", (Py_ssize_t)bytes,
-                         "peak_bytes",
-                         (Py_ssize_t)(h->peak_bytes > bytes ? h->peak_bytes : bytes),
-                         "walk_seconds", h->walk_s, "analysis_seconds", h->analysis_s,
-                         "sampled", h->sample ? Py_True : Py_False);
-}
-
-PyObject *calx_heap_types(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *cap;
-    if (!PyArg_ParseTuple(args, "O:heap_types", &cap))
-        return NULL;
-    heap *h = heap_arg(cap);
-    if (!h)
-        return NULL;
-    PyObject *list = PyList_New(h->ntypes);
-    for (uint32_t t = 0; list && t < h->ntypes; t++) {
-        PyObject *s = PyUnicode_DecodeUTF8(
-            h->types[t].name, (Py_ssize_t)strlen(h->types[t].name), "replace");
-        if (!s) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, t, s);
-    }
-    return list;
-}
-
-PyObject *calx_heap_by_type(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *cap;
-    if (!PyArg_ParseTuple(args, "O:heap_by_type", &cap))
-        return NULL;
-    heap *h = heap_arg(cap);
-    if (!h)
-        return NULL;
-    uint32_t nt = h->ntypes;
-    int guard = calx_runtime_guard_enter();
-    uint64_t *c = calloc(nt + 1, 8), *sz = calloc(nt + 1, 8), *r = calloc(nt + 1, 8);
-    int rc = c && sz && r ? cal_heapgraph_by_type(&h->g, nt, c, sz, r) : -1;
-    calx_runtime_guard_leave(guard);
-    PyObject *list = rc == 0 ? PyList_New(0) : PyErr_NoMemory();
-    for (uint32_t t = 0; list && t < nt; t++) {
-        if (!c[t])
-            continue;
-        PyObject *row =
-            Py_BuildValue("(IKKK)", t, (unsigned long long)c[t],
-                          (unsigned long long)sz[t], (unsigned long long)r[t]);
-        if (!row || PyList_Append(list, row) != 0)
-            Py_CLEAR(list);
-        Py_XDECREF(row);
-    }
-    guard = calx_runtime_guard_enter();
-    free(c);
-    free(sz);
-    free(r);
-    calx_runtime_guard_leave(guard);
-    return list;
-}
-
-PyObject *calx_heap_by_line(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *cap;
-    if (!PyArg_ParseTuple(args, "O:heap_by_line", &cap))
-        return NULL;
-    heap *h = heap_arg(cap);
-    if (!h)
-        return NULL;
-    if (!h->sample)
-        return PyDict_New();
-    const cal_profile *p = calx_session_profile();
-    const cal_stacks *st = p ? cal_profile_stacks_at(p) : NULL;
-    PyObject *out = PyDict_New(); /* (file, line) -> [count, size, retained] */
-    for (size_t i = 0; out && i < h->g.n; i++) {
-        if (!h->sample[i] || (h->g.type[i] & CAL_HEAP_MERGED))
-            continue;
-        uint32_t node = h->sample[i] - 1;
-        const char *file = "<unknown>";
-        int line = 0;
-        if (st && node < st->nnodes) {
-            /* the innermost Python frame of the allocating stack */
-            for (uint32_t k = node; k != CAL_STACKS_NONE; k = st->nodes[k].parent)
-                if (st->nodes[k].frame != CAL_STACKS_NONE) {
-                    const char *f =
-                        cal_profile_string_at(p, st->frames[st->nodes[k].frame].file);
-                    file = f ? f : "<unknown>";
-                    line = st->nodes[k].line;
-                    break;
-                }
-        }
-        PyObject *key = Py_BuildValue("(si)", file, line);
-        PyObject *acc = key ? PyDict_GetItemWithError(out, key) : NULL;
-        if (!acc && key && !PyErr_Occurred()) {
-            acc = Py_BuildValue("[iKK]", 0, 0ULL, 0ULL);
-            if (acc && PyDict_SetItem(out, key, acc) != 0)
-                Py_CLEAR(acc);
-            Py_XDECREF(acc); /* the dict holds it */
-        }
-        if (!acc) {
-            Py_XDECREF(key);
-            Py_CLEAR(out);
-            break;
-        }
-        long long c = PyLong_AsLongLong(PyList_GET_ITEM(acc, 0)) + 1;
-        unsigned long long sz =
-            PyLong_AsUnsignedLongLong(PyList_GET_ITEM(acc, 1)) + h->g.size[i];
-        unsigned long long r =
-            PyLong_AsUnsignedLongLong(PyList_GET_ITEM(acc, 2)) + h->g.retained[i];
-        PyObject *vc = PyLong_FromLongLong(c), *vs = PyLong_FromUnsignedLongLong(sz),
-                 *vr = PyLong_FromUnsignedLongLong(r);
-        Py_DECREF(key);
-        if (!vc || !vs || !vr) {
-            Py_XDECREF(vc);
-            Py_XDECREF(vs);
-            Py_XDECREF(vr);
-            Py_CLEAR(out);
-            break;
-        }
-        PyList_SetItem(acc, 0, vc);
-        PyList_SetItem(acc, 1, vs);
-        PyList_SetItem(acc, 2, vr);
-    }
-    return out;
-}
-
-PyObject *calx_heap_node(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *cap;
-    Py_ssize_t i;
-    if (!PyArg_ParseTuple(args, "On:heap_node", &cap, &i))
-        return NULL;
-    heap *h = heap_arg(cap);
-    if (!h)
-        return NULL;
-    if (i < 0 || (size_t)i >= h->g.n) {
-        PyErr_SetString(PyExc_IndexError, "no such node");
-        return NULL;
-    }
-    uint32_t k = cal_map_get(&h->named, (uint64_t)i);
-    const char *name = k != CAL_MAP_NONE ? h->names[k] : NULL;
-    uint32_t idom = h->g.idom ? h->g.idom[i] : CAL_HEAP_NONE;
-    return Py_BuildValue(
-        "(KIKKns)", (unsigned long long)h->g.addr[i], h->g.type[i] & ~CAL_HEAP_MERGED,
-        (unsigned long long)h->g.size[i],
-        (unsigned long long)(h->g.retained ? h->g.retained[i] : 0),
-        idom >= CAL_HEAP_NONE ? (Py_ssize_t)-1 : (Py_ssize_t)idom, name);
-}
-
-PyObject *calx_heap_find(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *cap, *obj;
-    if (!PyArg_ParseTuple(args, "OO:heap_find", &cap, &obj))
-        return NULL;
-    heap *h = heap_arg(cap);
-    if (!h)
-        return NULL;
-    int64_t i = cal_heapgraph_lookup(&h->g, (uint64_t)(uintptr_t)obj);
-    /* The same address may hold another object now: the type must match. */
-    if (i >= 0 && h->types[h->g.type[i] & ~CAL_HEAP_MERGED].addr !=
-                      (uint64_t)(uintptr_t)Py_TYPE(obj))
-        i = -1;
-    return PyLong_FromLongLong(i);
-}
-
-static PyObject *index_list(const uint32_t *v, size_t n)
-{
-    PyObject *list = PyList_New((Py_ssize_t)n);
-    for (size_t k = 0; list && k < n; k++) {
-        PyObject *x = PyLong_FromUnsignedLong(v[k]);
-        if (!x) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)k, x);
-    }
-    return list;
-}
-
-PyObject *calx_heap_largest(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *cap;
-    Py_ssize_t n;
-    int by_retained;
-    if (!PyArg_ParseTuple(args, "Onp:heap_largest", &cap, &n, &by_retained))
-        return NULL;
-    heap *h = heap_arg(cap);
-    if (!h)
-        return NULL;
-    if (n < 0)
-        n = 0;
-    if ((size_t)n > h->g.n)
-        n = (Py_ssize_t)h->g.n;
-    uint32_t *out = PyMem_Malloc(((size_t)n + 1) * sizeof *out);
-    if (!out)
-        return PyErr_NoMemory();
-    size_t k = cal_heapgraph_largest(&h->g, (size_t)n, by_retained, out);
-    PyObject *list = index_list(out, k);
-    PyMem_Free(out);
-    return list;
-}
-
-PyObject *calx_heap_of_type(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *cap;
-    unsigned int t;
-    if (!PyArg_ParseTuple(args, "OI:heap_of_type", &cap, &t))
-        return NULL;
-    heap *h = heap_arg(cap);
-    if (!h)
-        return NULL;
-    PyObject *list = PyList_New(0);
-    for (size_t i = 0; list && i < h->g.n; i++) {
-        if (h->g.type[i] != t)
-            continue;
-        PyObject *x = PyLong_FromSize_t(i);
-        if (!x || PyList_Append(list, x) != 0)
-            Py_CLEAR(list);
-        Py_XDECREF(x);
-    }
-    return list;
-}
-
-/* Does `op` refer to the object at `addr` right now? */
-typedef struct refers {
-    PyObject *target;
-    int found;
-} refers;
-
-static int refers_visit(PyObject *child, void *arg)
-{
-    refers *r = arg;
-    if (child == r->target)
-        r->found = 1;
-    return 0;
-}
-
-static int refers_to(const heap *h, PyObject *op, PyObject *target)
-{
-    refers r = {target, 0};
-    if (PyObject_IS_GC(op) && Py_TYPE(op)->tp_traverse)
-        (void)Py_TYPE(op)->tp_traverse(op, refers_visit, &r);
-    if (!r.found) { /* numpy's base edge */
-        uint32_t t = cal_map_get(&h->type_index, (uint64_t)(uintptr_t)Py_TYPE(op));
-        if (t != CAL_MAP_NONE && h->types[t].rule == RULE_NDARRAY)
-            r.found = ((np_array *)op)->base == target;
-    }
-    return r.found;
-}
-
-#if PY_VERSION_HEX >= 0x030C0000
-static int gc_find(PyObject *op, void *arg)
-{
-    refers *r = arg;
-    if (op == r->target) {
-        r->found = 1;
-        return 0;
-    }
-    return 1;
-}
-#endif
-
-/* Is the object at `addr`, a root of the scan, alive now? */
-static int root_alive(const heap *h, uint64_t addr)
-{
-    PyObject *op = (PyObject *)(uintptr_t)addr;
-    if (addr == (uint64_t)(uintptr_t)PyImport_GetModuleDict() ||
-        addr == (uint64_t)(uintptr_t)PyEval_GetBuiltins())
-        return 1;
-    if (addr == h->modules || addr == h->builtins)
-        return 0; /* replaced since */
-    refers r = {op, 0};
-#if PY_VERSION_HEX >= 0x030C0000
-    PyUnstable_GC_VisitObjects(gc_find, &r);
-#else
-    PyObject *gc = PyImport_ImportModule("gc");
-    PyObject *list = gc ? PyObject_CallMethod(gc, "get_objects", NULL) : NULL;
-    for (Py_ssize_t k = 0; list && PyList_Check(list) && k < PyList_GET_SIZE(list); k++)
-        if (PyList_GET_ITEM(list, k) == op)
-            r.found = 1;
-    Py_XDECREF(list);
-    Py_XDECREF(gc);
-    PyErr_Clear();
-#endif
-    return r.found;
-}
-
-PyObject *calx_heap_path(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *cap;
-    Py_ssize_t target;
-    if (!PyArg_ParseTuple(args, "On:heap_path", &cap, &target))
-        return NULL;
-    heap *h = heap_arg(cap);
-    if (!h)
-        return NULL;
-    if (target < 0 || (size_t)target >= h->g.n) {
-        PyErr_SetString(PyExc_IndexError, "no such node");
-        return NULL;
-    }
-    uint32_t *path;
-    size_t len;
-    int guard = calx_runtime_guard_enter();
-    int rc = cal_heapgraph_path(&h->g, (uint32_t)target, &path, &len);
-    calx_runtime_guard_leave(guard);
-    if (rc != 0)
-        return PyErr_NoMemory();
-    PyObject *nodes = index_list(path, len), *objs = PyList_New(0);
-    /* The objects along the path that are alive now, each referring to the
-       next: a root still alive, then one step at a time. */
-    PyObject *prev = NULL;
-    for (size_t k = 0; nodes && objs && k < len; k++) {
-        PyObject *op = (PyObject *)(uintptr_t)h->g.addr[path[k]];
-        int ok = k == 0 ? root_alive(h, h->g.addr[path[k]]) : refers_to(h, prev, op);
-        if (!ok || h->types[h->g.type[path[k]] & ~CAL_HEAP_MERGED].addr !=
-                       (uint64_t)(uintptr_t)Py_TYPE(op))
-            break;
-        if (PyList_Append(objs, op) != 0)
-            Py_CLEAR(objs);
-        prev = op;
-    }
-    guard = calx_runtime_guard_enter();
-    free(path);
-    calx_runtime_guard_leave(guard);
-    if (!nodes || !objs) {
-        Py_XDECREF(nodes);
-        Py_XDECREF(objs);
-        return NULL;
-    }
-    return Py_BuildValue("(NN)", nodes, objs);
 }

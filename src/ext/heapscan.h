@@ -1,10 +1,11 @@
 /*
  * heapscan — calipers.heap's engine: walks the live Python heap from the
  * roots into a cal_heapgraph (src/core/cal_heapgraph.h), with each
- * object's shallow size, type and sampled allocation, then answers the
- * questions of src/calipers/heap.py.  Every function is called with the
- * GIL held from the calipers package, and returns NULL with an exception
- * set on error.  See docs/INTERNALS.md, "Heap scanner".
+ * object's shallow size, type and sampled allocation (heapscan.c), then
+ * answers the questions of src/calipers/heap.py (heapquery.c).  Every
+ * function is called with the GIL held from the calipers package, and
+ * returns NULL with an exception set on error.  See docs/INTERNALS.md,
+ * "Heap scanner".
  */
 #ifndef CALX_HEAPSCAN_H
 #define CALX_HEAPSCAN_H
@@ -16,6 +17,9 @@
    (value: int or callable), 2 virtual; objects: a list of objects whose
    rule is "ignore"; ndarray: numpy.ndarray or None. */
 PyObject *calx_heap_scan(PyObject *self, PyObject *args);
+/* Ready the graph objects' type (module init).  0, or -1 with an
+   exception set. */
+int calx_heap_ready(void);
 /* heap_info(graph) -> dict: nodes, edges, roots, bytes, seconds... */
 PyObject *calx_heap_info(PyObject *self, PyObject *args);
 /* heap_types(graph) -> [name, ...] by type id */

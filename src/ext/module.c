@@ -17,6 +17,7 @@
 #include "codeinfo.h"
 #include "diff.h"
 #include "gpu.h"
+#include "heapdump.h"
 #include "heapscan.h"
 #include "memory.h"
 #include "pyinternals.h"
@@ -228,12 +229,13 @@ static PyObject *py_unwatch_signals(PyObject *self, PyObject *args)
 
 PyDoc_STRVAR(set_periodic_doc,
              "set_periodic(callback, interval, request_path, snapshot_interval=0,\n"
-             "             snapshot_request_path=None)\n\n"
+             "             snapshot_request_path=None, heap_interval=0,\n"
+             "             heap_request_path=None)\n\n"
              "Call callback(reason) from the sampler thread, with the GIL, every\n"
              "`interval` seconds (0: never) with reason 'interval', and when the file\n"
              "request_path (or None) exists with reason 'request'; the same for\n"
-             "memory snapshots with reasons 'snapshot' and 'snapshot-request'.  None\n"
-             "turns it off.");
+             "memory snapshots with reasons 'snapshot' and 'snapshot-request', and\n"
+             "for heap dumps with 'heap' and 'heap-request'.  None turns it off.");
 
 static PyObject *py_set_periodic(PyObject *self, PyObject *args)
 {
@@ -241,8 +243,8 @@ static PyObject *py_set_periodic(PyObject *self, PyObject *args)
     PyObject *callback;
     double interval[CALX_PERIODIC_JOBS] = {0};
     const char *path[CALX_PERIODIC_JOBS] = {NULL};
-    if (!PyArg_ParseTuple(args, "Odz|dz", &callback, &interval[0], &path[0],
-                          &interval[1], &path[1]))
+    if (!PyArg_ParseTuple(args, "Odz|dzdz", &callback, &interval[0], &path[0],
+                          &interval[1], &path[1], &interval[2], &path[2]))
         return NULL;
     if (callback != Py_None && !PyCallable_Check(callback)) {
         PyErr_SetString(PyExc_TypeError, "callback must be callable or None");
@@ -804,6 +806,16 @@ static PyMethodDef methods[] = {
      "heap_of_type(graph, type id) -> [index, ...]"},
     {"heap_path", calx_heap_path, METH_VARARGS,
      "heap_path(graph, i) -> ([index, ...], [live object, ...])"},
+    {"heap_encode", calx_heap_encode, METH_VARARGS,
+     "heap_encode(graph, meta_json) -> bytes\n\nA heap dump file's bytes."},
+    {"heap_write", calx_heap_write, METH_VARARGS,
+     "heap_write(graph, path, meta_json)\n\nWrite a heap dump file (replaced whole)."},
+    {"heap_decode", calx_heap_decode, METH_O,
+     "heap_decode(data) -> (graph, meta_json)\n\nA heap dump's bytes, checked; "
+     "ValueError says why they are not one."},
+    {"heap_read", calx_heap_read, METH_O,
+     "heap_read(path) -> (graph, meta_json)\n\nheap_decode of the file at path; "
+     "OSError when it cannot be read."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -822,6 +834,8 @@ static struct PyModuleDef moduledef = {
 PyMODINIT_FUNC PyInit__calipers(void)
 {
     calx_layout_check(); /* a problem is reported by layout_problem() */
+    if (calx_heap_ready() != 0)
+        return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m && PyModule_AddStringConstant(m, "SCHEMA", CAL_SCHEMA) != 0) {
         Py_DECREF(m);

@@ -903,3 +903,26 @@ int calx_gc_collecting_sigsafe(PyInterpreterState *interp)
     return 0;
 #endif
 }
+
+int calx_gc_visit(int (*visit)(PyObject *op, void *arg), void *arg)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyUnstable_GC_VisitObjects(visit, arg);
+    return 0;
+#elif defined(CALX_KNOWN_LAYOUT)
+    /* gcmodule.c's own walk (append_objects): each generation is a list
+       of PyGC_Head, the object right after its head. */
+    PyInterpreterState *interp = PyThreadState_Get()->interp;
+    for (int i = 0; i < NUM_GENERATIONS; i++) {
+        PyGC_Head *list = &interp->gc.generations[i].head;
+        for (PyGC_Head *g = _PyGCHead_NEXT(list); g != list; g = _PyGCHead_NEXT(g))
+            if (!visit((PyObject *)(g + 1), arg))
+                return 0;
+    }
+    return 0;
+#else
+    (void)visit;
+    (void)arg;
+    return -1;
+#endif
+}

@@ -200,4 +200,13 @@ int calx_gc_read_sigsafe(PyInterpreterState *interp, calx_gc_state *out);
    flag of the moment.  Any thread; async-signal-safe. */
 int calx_gc_collecting_sigsafe(PyInterpreterState *interp);
 
+/* Call visit(op, arg) for each object the collector tracks (its
+   generations; gc.get_objects()'s objects, not gc.freeze()'s), until it
+   returns 0.  Allocates nothing and runs no Python code: visit must not
+   either (the lists must not change under the walk).  3.12+: it is
+   PyUnstable_GC_VisitObjects; before, a walk of the collector's own lists.
+   Returns 0, or -1 when this interpreter's layout is unknown (nothing
+   visited).  GIL held. */
+int calx_gc_visit(int (*visit)(PyObject *op, void *arg), void *arg);
+
 #endif

@@ -1551,7 +1551,9 @@ static void abs_deadline(struct timespec *ts, int64_t from_now_ns)
 static const char *periodic_due(int64_t now)
 {
     static const char *const reasons[CALX_PERIODIC_JOBS][2] = {
-        {"interval", "request"}, {"snapshot", "snapshot-request"}};
+        {"interval", "request"},
+        {"snapshot", "snapshot-request"},
+        {"heap", "heap-request"}};
     if (!E.periodic)
         return NULL;
     for (int i = 0; i < CALX_PERIODIC_JOBS; i++) {

@@ -55,15 +55,15 @@ void calx_sampler_unwatch_signals(int leaving);
    NULL: waiting stays where the loop waits.  GIL held. */
 void calx_sampler_set_awaiting(PyObject *callback);
 
-/* Periodic jobs: 0 writes the profile, 1 a memory snapshot. */
-#define CALX_PERIODIC_JOBS 2
+/* Periodic jobs: 0 writes the profile, 1 a memory snapshot, 2 a heap dump. */
+#define CALX_PERIODIC_JOBS 3
 
 /* Call callback(reason) from the sampler thread, with the GIL, for job i
    every interval_ns[i] (0: never) with reason "interval" (job 1:
-   "snapshot"), and whenever the file request_path[i] (or NULL) exists with
-   reason "request" ("snapshot-request"; looked for ten times a second; the
-   callback removes it).  callback NULL turns it off.  GIL held.  Returns
-   0, or -1 with an exception set. */
+   "snapshot", job 2: "heap"), and whenever the file request_path[i] (or
+   NULL) exists with reason "request" ("snapshot-request", "heap-request";
+   looked for ten times a second; the callback removes it).  callback NULL turns it off.
+   GIL held.  Returns 0, or -1 with an exception set. */
 int calx_sampler_set_periodic(PyObject *callback, const int64_t interval_ns[],
                               const char *const request_path[]);
 

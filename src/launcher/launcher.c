@@ -60,9 +60,9 @@ static const char *const with_value[] = {"-o",
                                          "--profile-only",
                                          "--profile-exclude",
                                          NULL};
-static const char *const flags[] = {"--profile-all", "--cpu-only", "--no-report",
-                                    "--no-follow",   "--off",      "--gpu",
-                                    "--no-gpu",      NULL};
+static const char *const flags[] = {"--profile-all", "--cpu-only",     "--no-report",
+                                    "--no-follow",   "--off",          "--gpu",
+                                    "--no-gpu",      "--heap-at-exit", NULL};
 
 static int listed(const char *const *list, const char *name, size_t len)
 {

@@ -412,7 +412,7 @@ def test_foreign_run_directory_is_refused(tmp_path):
     proc, run_dir = running_program(tmp_path)
     try:
         os.chown(run_dir, 65534, -1)  # nobody
-        for command in ("dump", "off", "on"):
+        for command in ("dump", "off", "on", "snapshot", "heap"):
             refused = calipers(command, str(proc.pid), cwd=tmp_path)
             one_line_refusal(refused, "will not use the control directory",
                              "belongs to uid 65534")
