@@ -1242,8 +1242,11 @@ static void legend(report *r)
 
 void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out)
 {
-    report r = {root, o, out, o->width < 60 ? 60 : o->width, o->tty, NULL, 0, 0, 0,
-                0,    0, 0};
+    report r = {.root = root,
+                .o = o,
+                .out = out,
+                .width = o->width < 60 ? 60 : o->width,
+                .tty = o->tty};
     const cal_jv *sum = cal_jv_get(root, "summary");
     r.cwd = cal_jv_getstr(cal_jv_get(root, "program"), "cwd", NULL);
     r.wall = cal_jv_getnum(sum, "wall_s", 0);
