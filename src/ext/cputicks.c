@@ -42,8 +42,8 @@
  *     another thread, is ignored.
  *   - Timers are not inherited across fork(); a child starts with none.
  */
-#define _GNU_SOURCE
-#include "cputicks.h" /* Python.h first */
+
+#include "cputicks.h" /* Python.h first: it defines _GNU_SOURCE */
 
 #include "cal_clock.h"
 #include "cal_vmread.h"
@@ -87,6 +87,7 @@ static struct {
     unsigned next; /* where the search for a free slot starts */
 } T;
 
+#ifdef Py_GIL_DISABLED /* the ticks' only build */
 static int kernel_defers_cpu_timers(void)
 {
 #if defined(__x86_64__)
@@ -133,6 +134,8 @@ static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
     }
     errno = saved;
 }
+
+#endif
 
 int calx_cputicks_start(int64_t interval_ns, PyInterpreterState *interp)
 {
