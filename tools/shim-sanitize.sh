@@ -14,7 +14,7 @@ out=build/test/shim-ubsan
 mkdir -p "$out"
 cc -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=undefined -fno-sanitize-recover=all \
     -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden -fno-builtin -ftls-model=initial-exec \
-    -Isrc/core -Isrc/shim src/shim/shim.c src/core/cal_bsamp.c src/core/cal_rand.c -o "$out/shim.so" -ldl -lpthread -lm || exit 1
+    -Isrc/core -Isrc/shim src/shim/shim.c src/shim/redirect.c src/core/cal_bsamp.c src/core/cal_rand.c -o "$out/shim.so" -ldl -lpthread -lm || exit 1
 cc -O1 -shared -fPIC -pthread tests/programs/churn.c -o "$out/libchurn.so" || exit 1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 passed=0

@@ -131,6 +131,12 @@ static struct {
 static cal_shim_pymem orig_mem, orig_obj;
 static cal_shim_arena orig_arena;
 
+/* Without preload: what the shim's GOT redirection did at the last start
+   (objects redirected, -1 none; the names of those it could not).
+   Protected by the GIL. */
+static int redirected = -1;
+static char redirect_failed[512];
+
 _Static_assert(sizeof(cal_shim_pymem) == sizeof(PyMemAllocatorEx),
                "PyMemAllocatorEx layout");
 _Static_assert(sizeof(cal_shim_arena) == sizeof(PyObjectArenaAllocator),
@@ -637,6 +643,16 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
     calx_nogil_lock();
     int g = api->guard_enter();
     M.base_live = M.base_python = 0;
+    if (calx_runtime_shim_in_process()) {
+        /* The shim counts from its redirection on, and not between a
+           stop() and this start(): the footprint is measured from here,
+           and no allocation tracked before is still known to be live. */
+        api->reset();
+        cal_shim_counters c;
+        api->counters(&c);
+        M.base_live = c.live_native + c.live_python;
+        M.base_python = c.live_python;
+    }
     /* The free-threaded build: the other threads stop while the hooks go
        in (PyMem_SetAllocator is not atomic: a thread allocating meanwhile
        could read one hook with another's context). */
@@ -687,9 +703,19 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
     PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, &obj_hook);
     M.hooked = 1;
     calx_start_world(interp);
+    redirected = -1;
+    redirect_failed[0] = '\0';
+    if (calx_runtime_shim_in_process())
+        redirected = api->redirect(1, redirect_failed, sizeof redirect_failed);
     api->guard_leave(g);
     calx_nogil_unlock();
     return 0;
+}
+
+int calx_memory_redirected(const char **failed)
+{
+    *failed = redirect_failed;
+    return calx_runtime_shim_in_process() ? redirected : -2;
 }
 
 int calx_memory_restart_in_child(cal_profile *profile)
@@ -780,6 +806,8 @@ void calx_memory_stop(void)
     if (cur.ctx == &orig_arena)
         PyObject_SetArenaAllocator((PyObjectArenaAllocator *)&orig_arena);
     calx_start_world(interp);
+    if (calx_runtime_shim_in_process())
+        api->redirect(0, NULL, 0); /* the blocks are libc's either way */
     drain();
     pthread_mutex_lock(&M.mu);
     settle_watched();

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define CAL_SHIM_SYMBOL "calipers_shim_api"
-#define CAL_SHIM_ABI 4
+#define CAL_SHIM_ABI 5
 
 #define CAL_SHIM_RISING 1
 #define CAL_SHIM_NEW_PEAK 2
@@ -169,6 +169,14 @@ typedef struct cal_shim_api {
     void *(*py_obj_malloc_sized)(void *ctx, size_t size);
     void *(*py_obj_calloc_sized)(void *ctx, size_t nelem, size_t elsize);
     void *(*py_obj_realloc_sized)(void *ctx, void *ptr, size_t new_size);
+    /* Only for a shim loaded with dlopen (calipers.start() without
+       preload): point the GOT entries of every loaded object that name
+       malloc & co., memcpy, memmove and dlopen at the shim (on), and of
+       every object loaded later while on; or put them back (off).
+       Returns the number of objects done, or -1 when this platform cannot;
+       `failed` receives the names of the objects that could not be
+       (", "-separated, truncated to cap bytes). */
+    int (*redirect)(int on, char *failed, size_t cap);
 } cal_shim_api;
 
 #endif

@@ -43,6 +43,7 @@
 #include "calipers_shim.h"
 
 #include "cal_bsamp.h"
+#include "redirect.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -1108,6 +1109,7 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .py_obj_malloc_sized = py_malloc_obj_sized,
     .py_obj_calloc_sized = py_calloc_obj_sized,
     .py_obj_realloc_sized = py_realloc_obj_sized,
+    .redirect = cal_redirect_set,
 };
 
 /* ---- process events ------------------------------------------------------------- */
@@ -1133,10 +1135,46 @@ static void after_fork_child(void)
     atomic_store(&G.inflight, 0);
 }
 
+/* ---- without preload (redirect.c) --------------------------------------------- */
+
+/* The shim's own definitions, by hidden aliases: in a dlopen'ed shim the
+   exported names resolve to libc's. */
+#define OWN(fn) extern __typeof__(fn) own_##fn __attribute__((alias(#fn), visibility("hidden")))
+OWN(malloc);
+OWN(calloc);
+OWN(realloc);
+OWN(reallocarray);
+OWN(free);
+OWN(posix_memalign);
+OWN(aligned_alloc);
+OWN(memalign);
+OWN(valloc);
+OWN(pvalloc);
+OWN(memcpy);
+OWN(memmove);
+
+static const cal_redirect_target redirect_targets[] = {
+    {"malloc", (void *)own_malloc},
+    {"calloc", (void *)own_calloc},
+    {"realloc", (void *)own_realloc},
+    {"reallocarray", (void *)own_reallocarray},
+    {"free", (void *)own_free},
+    {"posix_memalign", (void *)own_posix_memalign},
+    {"aligned_alloc", (void *)own_aligned_alloc},
+    {"memalign", (void *)own_memalign},
+    {"valloc", (void *)own_valloc},
+    {"pvalloc", (void *)own_pvalloc},
+    {"memcpy", (void *)own_memcpy},
+    {"memmove", (void *)own_memmove},
+    {"dlopen", (void *)cal_redirect_dlopen},
+    {NULL, NULL},
+};
+
 __attribute__((constructor)) static void shim_init(void)
 {
     if (!R.malloc)
         resolve();
+    cal_redirect_init(redirect_targets, (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen"));
     if (!dlsym(RTLD_DEFAULT, "Py_Initialize")) {
         inert = 1;
         return;
