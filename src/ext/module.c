@@ -84,7 +84,8 @@ PyDoc_STRVAR(
     "the profiled main process exec'd goes on with its clock).\n"
     "With alloc_mean > 0 (bytes between allocation samples) also profile\n"
     "memory, if the shim is loaded (shim: its path, to load it and redirect\n"
-    "the allocator entries of every loaded library to it, without preload).  gpu: 0 off, 1 if an NVIDIA driver is\n"
+    "the allocator entries of every loaded library to it, without preload).  gpu: 0 "
+    "off, 1 if an NVIDIA driver is\n"
     "there, 2 on (saying why not if it cannot be).  Returns whether memory\n"
     "is profiled.");
 
@@ -150,6 +151,14 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     }
     f.self_dir = opt_strdup(self_dir);
     f.cwd = opt_strdup(cwd);
+    /* Without preload, the shim is loaded first: the profiler's threads
+       enter its recursion guard when they start, and must find it. */
+    if (alloc_mean > 0 && shim && !calx_memory_available()) {
+        const char *error;
+        if (!calx_runtime_shim_load(shim, &error))
+            snprintf(shim_load_error, sizeof shim_load_error, "%s",
+                     error ? error : "unknown error");
+    }
     int guard = calx_runtime_guard_enter();
     int rc = calx_sampler_start((int64_t)(interval * 1e9), gpu, &f);
     calx_filter_free(&f); /* empty if the sampler took it */
@@ -158,14 +167,6 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     if (since > 0)
         calx_session_set_origin((int64_t)(since * 1e9));
-    if (alloc_mean > 0 && shim && !calx_memory_available()) {
-        const char *error;
-        if (!calx_runtime_shim_load(shim, &error)) {
-            snprintf(shim_load_error, sizeof shim_load_error, "%s",
-                     error ? error : "unknown error");
-            Py_RETURN_FALSE;
-        }
-    }
     if (alloc_mean == 0 || !calx_memory_available())
         Py_RETURN_FALSE;
     calx_memory_config mc = {alloc_mean, copy_mean, threshold ? threshold : 1 << 20};

@@ -99,7 +99,8 @@ static saved_slot *saved; /* open addressing, 2^SAVED_BITS */
 static void lock_for_fork(void) { pthread_mutex_lock(&mu); }
 static void unlock_after_fork(void) { pthread_mutex_unlock(&mu); }
 
-void cal_redirect_init(const cal_redirect_target *t, void *(*dlopen_fn)(const char *, int))
+void cal_redirect_init(const cal_redirect_target *t,
+                       void *(*dlopen_fn)(const char *, int))
 {
     targets = t;
     for (ntargets = 0; t[ntargets].name && ntargets < MAX_TARGETS; ntargets++)
@@ -158,7 +159,10 @@ static int is_target_fn(const void *fn)
 
 /* An address from the dynamic section: glibc relocates them in place,
    other loaders may not. */
-static uintptr_t dyn_addr(uintptr_t base, uintptr_t v) { return v < base ? v + base : v; }
+static uintptr_t dyn_addr(uintptr_t base, uintptr_t v)
+{
+    return v < base ? v + base : v;
+}
 
 typedef struct walk {
     int on, objects, failures;
@@ -192,8 +196,8 @@ static int slot_write(object *o, void **slot, void *value)
 {
     uintptr_t a = (uintptr_t)slot;
     if (a >= o->relro_lo && a < o->relro_hi && !o->unprotected) {
-        if (o->refused ||
-            mprotect((void *)o->relro_lo, o->relro_hi - o->relro_lo, PROT_READ | PROT_WRITE)) {
+        if (o->refused || mprotect((void *)o->relro_lo, o->relro_hi - o->relro_lo,
+                                   PROT_READ | PROT_WRITE)) {
             o->refused = 1;
             return -1;
         }
@@ -264,24 +268,49 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg)
     long pltrel = DT_RELA;
     for (; dyn->d_tag != DT_NULL; dyn++) {
         switch (dyn->d_tag) {
-        case DT_SYMTAB: o.symtab = (const ElfW(Sym) *)dyn_addr(base, dyn->d_un.d_ptr); break;
-        case DT_STRTAB: o.strtab = (const char *)dyn_addr(base, dyn->d_un.d_ptr); break;
-        case DT_JMPREL: jmprel = dyn_addr(base, dyn->d_un.d_ptr); break;
-        case DT_PLTRELSZ: pltrelsz = dyn->d_un.d_val; break;
-        case DT_PLTREL: pltrel = (long)dyn->d_un.d_val; break;
-        case DT_RELA: rela = dyn_addr(base, dyn->d_un.d_ptr); break;
-        case DT_RELASZ: relasz = dyn->d_un.d_val; break;
-        case DT_RELAENT: relaent = dyn->d_un.d_val; break;
-        case DT_REL: rel = dyn_addr(base, dyn->d_un.d_ptr); break;
-        case DT_RELSZ: relsz = dyn->d_un.d_val; break;
-        case DT_RELENT: relent = dyn->d_un.d_val; break;
-        default: break;
+        case DT_SYMTAB:
+            o.symtab = (const ElfW(Sym) *)dyn_addr(base, dyn->d_un.d_ptr);
+            break;
+        case DT_STRTAB:
+            o.strtab = (const char *)dyn_addr(base, dyn->d_un.d_ptr);
+            break;
+        case DT_JMPREL:
+            jmprel = dyn_addr(base, dyn->d_un.d_ptr);
+            break;
+        case DT_PLTRELSZ:
+            pltrelsz = dyn->d_un.d_val;
+            break;
+        case DT_PLTREL:
+            pltrel = (long)dyn->d_un.d_val;
+            break;
+        case DT_RELA:
+            rela = dyn_addr(base, dyn->d_un.d_ptr);
+            break;
+        case DT_RELASZ:
+            relasz = dyn->d_un.d_val;
+            break;
+        case DT_RELAENT:
+            relaent = dyn->d_un.d_val;
+            break;
+        case DT_REL:
+            rel = dyn_addr(base, dyn->d_un.d_ptr);
+            break;
+        case DT_RELSZ:
+            relsz = dyn->d_un.d_val;
+            break;
+        case DT_RELENT:
+            relent = dyn->d_un.d_val;
+            break;
+        default:
+            break;
         }
     }
     if (!o.symtab || !o.strtab)
         return 0;
-    int fails = relocs(&o, jmprel, pltrelsz, pltrel == DT_RELA ? relaent : relent, w->on) +
-                relocs(&o, rela, relasz, relaent, w->on) + relocs(&o, rel, relsz, relent, w->on);
+    int fails =
+        relocs(&o, jmprel, pltrelsz, pltrel == DT_RELA ? relaent : relent, w->on) +
+        relocs(&o, rela, relasz, relaent, w->on) +
+        relocs(&o, rel, relsz, relent, w->on);
     if (o.unprotected)
         mprotect((void *)o.relro_lo, o.relro_hi - o.relro_lo, PROT_READ);
     if (fails)

@@ -619,6 +619,10 @@ EXPORT void *realloc(void *p, size_t n)
     return q;
 }
 
+/* realloc by the shim's own definition (a hidden alias, below): in a shim
+   loaded with dlopen the exported name binds to libc's. */
+extern __typeof__(realloc) own_realloc __attribute__((visibility("hidden")));
+
 EXPORT void *reallocarray(void *p, size_t nelem, size_t elsize)
 {
     size_t n;
@@ -626,7 +630,7 @@ EXPORT void *reallocarray(void *p, size_t nelem, size_t elsize)
         errno = ENOMEM;
         return NULL;
     }
-    return realloc(p, n);
+    return own_realloc(p, n);
 }
 
 EXPORT int posix_memalign(void **out, size_t align, size_t n)
@@ -1138,8 +1142,14 @@ static void after_fork_child(void)
 /* ---- without preload (redirect.c) --------------------------------------------- */
 
 /* The shim's own definitions, by hidden aliases: in a dlopen'ed shim the
-   exported names resolve to libc's. */
-#define OWN(fn) extern __typeof__(fn) own_##fn __attribute__((alias(#fn), visibility("hidden")))
+   exported names resolve to libc's.  An alias is the same function, so the
+   attributes of libc's declarations (malloc, nothrow, leaf) hold for it
+   too: gcc's warning that the alias lacks them does not apply. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmissing-attributes"
+#endif
+#define OWN(fn)                                                                        \
+    extern __typeof__(fn) own_##fn __attribute__((alias(#fn), visibility("hidden")))
 OWN(malloc);
 OWN(calloc);
 OWN(realloc);
@@ -1174,7 +1184,8 @@ __attribute__((constructor)) static void shim_init(void)
 {
     if (!R.malloc)
         resolve();
-    cal_redirect_init(redirect_targets, (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen"));
+    cal_redirect_init(redirect_targets,
+                      (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen"));
     if (!dlsym(RTLD_DEFAULT, "Py_Initialize")) {
         inert = 1;
         return;
