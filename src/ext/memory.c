@@ -703,6 +703,11 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
     PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, &obj_hook);
     M.hooked = 1;
     calx_start_world(interp);
+    /* The starting thread's code is cached now, not at the first sampling
+       pass: an allocation it makes without the GIL (a C call through
+       ctypes right after calipers.start()) is credited from the cache. */
+    calx_where here;
+    (void)calx_session_where(PyThreadState_Get(), &here);
     redirected = -1;
     redirect_failed[0] = '\0';
     if (calx_runtime_shim_in_process())
