@@ -44,12 +44,13 @@ def run_inprocess(tmp_path):
     """run_inprocess(program, *args, interval=bytes): the program run by
     tests/programs/inprocess.py inside calipers.profile(), plain python."""
 
-    def run(program, *args, interval=256 << 10, timeout=120):
+    def run(program, *args, interval=256 << 10, timeout=120, env=None):
         out, truth = tmp_path / "inprocess.json", tmp_path / "truth-inprocess.json"
         cmd = [sys.executable, str(INPROCESS), str(out), str(interval), str(program)]
         cmd += [str(truth if a is TRUTH else a) for a in args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=plain_env(),
-                              cwd=tmp_path, timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              env=dict(plain_env(), **(env or {})), cwd=tmp_path,
+                              timeout=timeout)
         return InProcess(proc, out, truth)
 
     return run
@@ -163,3 +164,21 @@ def test_preloaded_run_is_not_redirected(run_calipers, tmp_path, hold_lib):
     assert run.returncode == 0, run.stderr
     assert run.stdout == "True\n"
     assert run.profile["summary"]["memory"] is not None
+
+
+def test_another_malloc_preloaded_is_left_alone(tmp_path, run_inprocess):
+    """With another malloc preloaded (as jemalloc would be), its blocks must
+    never reach libc's free through the shim: nothing is redirected, one
+    note says so, Python's allocator is still profiled, and the program
+    runs as it would."""
+    other = tmp_path / "libother.so"
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", str(PROGRAMS / "othermalloc.c"),
+                    "-o", str(other)], check=True)
+    prog = PROGRAMS / "leaks.py"
+    run = run_inprocess(prog, "leak", interval=64 << 10, env={"LD_PRELOAD": str(other)})
+    assert run.returncode == 0, run.stderr
+    notes = [n for n in run.profile["notes"] if "Native allocations were not profiled" in n]
+    assert len(notes) == 1, run.profile["notes"]
+    assert run.stderr.count("Native allocations were not profiled") == 1, run.stderr
+    leak = mem(run.lines("leaks.py")[line_of(prog, "leak-line")])
+    assert leak["alloc_python_bytes"] == pytest.approx(30_000 * (4000 + 57), rel=0.15), leak

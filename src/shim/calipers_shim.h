@@ -173,7 +173,9 @@ typedef struct cal_shim_api {
        preload): point the GOT entries of every loaded object that name
        malloc & co., memcpy, memmove and dlopen at the shim (on), and of
        every object loaded later while on; or put them back (off).
-       Returns the number of objects done, or -1 when this platform cannot;
+       Returns the number of objects done, or -1 when this platform cannot
+       or the process's malloc is not the one the shim forwards to (another
+       allocator preloaded);
        `failed` receives the names of the objects that could not be
        (", "-separated, truncated to cap bytes). */
     int (*redirect)(int on, char *failed, size_t cap);

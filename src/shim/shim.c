@@ -1081,6 +1081,20 @@ static int64_t api_alloc_clock(void)
            atomic_load_explicit(&G.alloc_python, memory_order_relaxed);
 }
 
+/* Redirect only where the process's allocator is the one the shim forwards
+   to: with another malloc preloaded (jemalloc, tcmalloc) the GOT entries
+   point at it, and sending its blocks to libc's free would break the
+   program.  The caller holds the guard (dlsym may allocate). */
+static int api_redirect(int on, char *failed, size_t cap)
+{
+    if (on && (dlsym(RTLD_DEFAULT, "malloc") != (void *)R.malloc ||
+               dlsym(RTLD_DEFAULT, "free") != (void *)R.free ||
+               dlsym(RTLD_DEFAULT, "realloc") != (void *)R.realloc ||
+               dlsym(RTLD_DEFAULT, "calloc") != (void *)R.calloc))
+        return -1;
+    return cal_redirect_set(on, failed, cap);
+}
+
 EXPORT const cal_shim_api calipers_shim_api = {
     .abi = CAL_SHIM_ABI,
     .attach = api_attach,
@@ -1113,7 +1127,7 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .py_obj_malloc_sized = py_malloc_obj_sized,
     .py_obj_calloc_sized = py_calloc_obj_sized,
     .py_obj_realloc_sized = py_realloc_obj_sized,
-    .redirect = cal_redirect_set,
+    .redirect = api_redirect,
 };
 
 /* ---- process events ------------------------------------------------------------- */

@@ -8,7 +8,7 @@ import sys
 
 import calipers
 
-assert "libcalipers_shim" not in os.environ.get("LD_PRELOAD", "")
+assert "libcalipers_shim" not in os.environ.get("LD_PRELOAD", "")  # no preload of ours
 outfile, interval, program = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 sys.argv = sys.argv[3:]
 with calipers.profile(outfile, memory_interval=interval, interval=0.001):
