@@ -167,7 +167,10 @@ def _redirect_note():
 
 
 def _shim_path():
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libcalipers_shim.so")
+    # CALIPERS_SHIM: another build of the shim (the sanitizer test tier), as
+    # for `calipers run`.
+    return os.environ.get("CALIPERS_SHIM") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "libcalipers_shim.so")
 
 
 def stop_api():
