@@ -320,6 +320,26 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
+/* The dynamic linker's count of objects ever loaded, as of the last walk
+   that redirected (protected by mu): a dlopen that loaded nothing new (a
+   library already loaded, which ctypes and importers do often) skips the
+   walk, ~100 us with a hundred objects loaded. */
+static unsigned long long walked_adds;
+
+static int read_adds(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    *(unsigned long long *)arg = info->dlpi_adds;
+    return 1; /* the first object says it */
+}
+
+static unsigned long long loader_adds(void)
+{
+    unsigned long long adds = 0;
+    dl_iterate_phdr(read_adds, &adds);
+    return adds;
+}
+
 static int set_locked(int redirect, char *failed, size_t cap)
 {
     if (!real_dlopen || !ntargets)
@@ -334,6 +354,9 @@ static int set_locked(int redirect, char *failed, size_t cap)
     walk w = {.on = redirect, .failed = failed, .cap = cap};
     if (failed && cap)
         failed[0] = '\0';
+    /* Read before the walk: an object added during it makes the next
+       dlopen walk again. */
+    walked_adds = redirect ? loader_adds() : 0;
     dl_iterate_phdr(visit, &w);
     return w.objects;
 }
@@ -469,7 +492,7 @@ void *cal_redirect_dlopen(const char *file, int flags)
     void *h = open_as(file, flags, __builtin_return_address(0));
     if (h && atomic_load(&on)) {
         pthread_mutex_lock(&mu);
-        if (atomic_load(&on))
+        if (atomic_load(&on) && loader_adds() != walked_adds)
             set_locked(1, NULL, 0);
         pthread_mutex_unlock(&mu);
     }
