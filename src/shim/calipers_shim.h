@@ -1,12 +1,14 @@
 /*
  * calipers_shim.h — the C API between libcalipers_shim.so (preloaded into the
- * profiled program, no libpython) and the _calipers extension.
+ * profiled program, or loaded by calipers.start(); no libpython) and the
+ * _calipers extension.
  *
  * The shim counts every allocation, free and copy of the process and samples
  * a few of them; the extension attaches to it with a table of callbacks and
  * receives the samples.  The extension finds the table at run time with
- * dlsym(RTLD_DEFAULT, CAL_SHIM_SYMBOL), so it works (CPU only) when the shim
- * is absent, and the shim works (forwarding only) when nobody attaches.
+ * dlsym(RTLD_DEFAULT, CAL_SHIM_SYMBOL) (or in the handle it loaded), so it
+ * works (CPU only) when the shim is absent, and the shim works (forwarding
+ * only) when nobody attaches.
  *
  * Callbacks run in the thread that allocated, inside the shim's recursion
  * guard: what they allocate goes straight to the allocator, uncounted.  They

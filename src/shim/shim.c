@@ -1,6 +1,8 @@
 /*
  * libcalipers_shim.so — the allocation and copy shim, preloaded into the
- * profiled program by `calipers run`.  No libpython, no Python headers.
+ * profiled program by `calipers run`, or loaded by calipers.start() with
+ * dlopen, when the libraries' GOT entries are redirected to the functions
+ * below instead (redirect.c).  No libpython, no Python headers.
  *
  * WHAT IT DOES
  *
