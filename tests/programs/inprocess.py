@@ -9,6 +9,7 @@ import sys
 import calipers
 
 assert "libcalipers_shim" not in os.environ.get("LD_PRELOAD", "")  # no preload of ours
+assert "numpy" not in sys.modules  # a program's NumPy is imported after start
 outfile, interval, program = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 sys.argv = sys.argv[3:]
 with calipers.profile(outfile, memory_interval=interval, interval=0.001):
