@@ -223,3 +223,30 @@ def test_redirection_on_and_off_while_threads_allocate(tmp_path, churn_lib):
     # Each churn round is 4 x 2000 blocks of 64 B to 4 KiB grown to 8 KiB,
     # plus a 256 B calloc: a profile that saw any round saw megabytes.
     assert max(native) > 8 * 2000 * 8192, native
+
+
+def test_dlopen_by_bare_name_keeps_the_callers_runpath(tmp_path):
+    """A library that dlopens another by bare name, found through its own
+    RUNPATH: the redirected dlopen is called from the shim, whose RUNPATH the
+    dynamic linker would search instead; the hook searches the caller's.
+    The inner library's allocations are counted (it was loaded after
+    start, by the hook)."""
+    (tmp_path / "inner").mkdir()
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", str(PROGRAMS / "runpath_inner.c"), "-o",
+                    str(tmp_path / "inner" / "libcalipers_test_inner.so")], check=True)
+    outer = tmp_path / "libouter.so"
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", str(PROGRAMS / "runpath_outer.c"),
+                    "-Wl,--enable-new-dtags,-rpath,$ORIGIN/inner", "-ldl", "-o", str(outer)],
+                   check=True)
+    prog = PROGRAMS / "inprocess_runpath.py"
+    out = tmp_path / "profile.json"
+    proc = subprocess.run([sys.executable, str(prog), str(outer), str(out)], capture_output=True,
+                          text=True, env=plain_env(), cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "ok\n"
+    profile = validate(json.loads(out.read_text()))
+    lines = next({ln["line"]: ln for ln in f["lines"]} for f in profile["files"]
+                 if f["path"].endswith("inprocess_runpath.py"))
+    rec = lines[line_of(prog, "inner-line")]
+    # 64 KiB: 100 MiB is ~1600 points, 2.5% (15% is 6 of those).
+    assert mem(rec)["alloc_native_bytes"] == pytest.approx(100 * MiB, rel=0.15), mem(rec)
