@@ -155,7 +155,8 @@ def test_dlopen_after_start_and_blocks_across_stop(tmp_path, hold_lib):
     during, after, again, end = want["in_use"]
     assert during != want["libc_malloc"] and again == during
     assert after == want["libc_malloc"] and end == want["libc_malloc"]
-    for path, marker in ((out, "hold-line"), (tmp_path / "profile.json.2", "second-line")):
+    for path, marker in ((out, "hold-line"), (out, "table-line"),
+                         (tmp_path / "profile.json.2", "second-line")):
         profile = validate(json.loads(path.read_text()))
         lines = next({ln["line"]: ln for ln in f["lines"]} for f in profile["files"]
                      if f["path"].endswith("inprocess_stop.py"))

@@ -5,9 +5,11 @@
  *
  * A call from a shared object to malloc goes through its GOT: a JUMP_SLOT
  * relocation (the PLT's entry) or a GLOB_DAT one (-fno-plt, or the
- * function's address taken).  For every loaded object (dl_iterate_phdr) the
+ * function's address taken); a table of function pointers in its data has
+ * an absolute relocation (R_X86_64_64), redirected only where the slot
+ * holds exactly libc's function (preload would have put the shim's there).  For every loaded object (dl_iterate_phdr) the
  * dynamic section gives the relocation tables and the symbol table; each
- * JUMP_SLOT/GLOB_DAT relocation that names a redirected function has its
+ * such relocation that names a redirected function has its
  * slot pointed at the shim's definition, after the slot's old value is
  * saved (a hash table keyed by the slot's address, in memory mapped for it:
  * nothing here allocates through the functions it redirects).  Restoring
@@ -60,12 +62,15 @@
 #if defined(__x86_64__)
 #define JUMP_SLOT R_X86_64_JUMP_SLOT
 #define GLOB_DAT R_X86_64_GLOB_DAT
+#define ABS_PTR R_X86_64_64
 #elif defined(__aarch64__)
 #define JUMP_SLOT R_AARCH64_JUMP_SLOT
 #define GLOB_DAT R_AARCH64_GLOB_DAT
+#define ABS_PTR R_AARCH64_ABS64
 #elif defined(__i386__)
 #define JUMP_SLOT R_386_JMP_SLOT
 #define GLOB_DAT R_386_GLOB_DAT
+#define ABS_PTR R_386_32
 #endif
 
 #if UINTPTR_MAX > 0xffffffffu
@@ -141,12 +146,18 @@ static void *saved_get(void **slot)
     return NULL;
 }
 
-static void *target_of(const char *name)
+/* What each target's name resolves to in the process (libc's function):
+   looked up at the first walk (mu). */
+static void *reals[MAX_TARGETS];
+static int have_reals;
+
+/* The index of the target called `name`, or -1. */
+static int target_of(const char *name)
 {
     for (size_t i = 0; i < ntargets; i++)
         if (name[0] == targets[i].name[0] && strcmp(name, targets[i].name) == 0)
-            return targets[i].fn;
-    return NULL;
+            return (int)i;
+    return -1;
 }
 
 static int is_target_fn(const void *fn)
@@ -215,18 +226,22 @@ static int relocs(object *o, uintptr_t table, size_t bytes, size_t stride, int r
     for (size_t off = 0; table && stride && off + stride <= bytes; off += stride) {
         const ElfW(Rel) *r = (const ElfW(Rel) *)(table + off);
         unsigned type = (unsigned)R_TYPE(r->r_info);
-        if (type != JUMP_SLOT && type != GLOB_DAT)
+        if (type != JUMP_SLOT && type != GLOB_DAT && type != ABS_PTR)
             continue;
         size_t sym = R_SYM(r->r_info);
         if (!sym)
             continue;
-        void *fn = target_of(o->strtab + o->symtab[sym].st_name);
-        if (!fn)
+        int t = target_of(o->strtab + o->symtab[sym].st_name);
+        if (t < 0)
             continue;
+        void *fn = targets[t].fn;
         void **slot = (void **)(o->base + r->r_offset);
         void *cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
         if (redirect) {
-            if (cur == fn)
+            /* A data pointer (a table of functions, as preload would
+               interpose too) only where it holds the function itself: not
+               an address plus an addend, not a value the program wrote. */
+            if (cur == fn || (type == ABS_PTR && cur != reals[t]))
                 continue;
             if (saved_put(slot, cur) != 0 || slot_write(o, slot, fn) != 0)
                 fails++;
@@ -350,6 +365,11 @@ static int set_locked(int redirect, char *failed, size_t cap)
         if (m == MAP_FAILED)
             return -1;
         saved = m;
+    }
+    if (!have_reals) {
+        for (size_t i = 0; i < ntargets; i++)
+            reals[i] = dlsym(RTLD_DEFAULT, targets[i].name);
+        have_reals = 1;
     }
     walk w = {.on = redirect, .failed = failed, .cap = cap};
     if (failed && cap)
