@@ -221,9 +221,12 @@ def test_redirection_on_and_off_while_threads_allocate(tmp_path, churn_lib):
     assert proc.stdout == "ok\n" and proc.stderr == ""
     native = [validate(json.loads((tmp_path / ("p%d.json" % i)).read_text()))
               ["summary"]["memory"]["allocated_native_bytes"] for i in range(20)]
-    # Each churn round is 4 x 2000 blocks of 64 B to 4 KiB grown to 8 KiB,
-    # plus a 256 B calloc: a profile that saw any round saw megabytes.
-    assert max(native) > 8 * 2000 * 8192, native
+    # The churn never stops while the profiles are taken (each window a few
+    # milliseconds, its stop() writing the profile): a round is ~10 KiB
+    # (64 B to 4 KiB grown to 8 KiB, and 256 B), and the threads do tens of
+    # thousands of rounds a second; a hundred of them in one window, even on
+    # a loaded machine, is little to ask.
+    assert max(native) >= 1 << 20, native
 
 
 def test_dlopen_by_bare_name_keeps_the_callers_runpath(tmp_path):
