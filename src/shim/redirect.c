@@ -7,22 +7,23 @@
  * relocation (the PLT's entry) or a GLOB_DAT one (-fno-plt, or the
  * function's address taken); a table of function pointers in its data has
  * an absolute relocation (R_X86_64_64), redirected only where the slot
- * holds exactly libc's function (preload would have put the shim's there).  For every loaded object (dl_iterate_phdr) the
- * dynamic section gives the relocation tables and the symbol table; each
- * such relocation that names a redirected function has its
- * slot pointed at the shim's definition, after the slot's old value is
- * saved (a hash table keyed by the slot's address, in memory mapped for it:
- * nothing here allocates through the functions it redirects).  Restoring
- * walks the objects again and puts the saved value back in every slot that
- * still holds one of ours; an object unloaded meanwhile is not walked, so a
- * slot of unmapped memory is never written, and an object loaded again at
- * the same place was redirected afresh (its saved value replaced).
+ * holds exactly libc's function (preload would have put the shim's there).
+ * For every loaded object (dl_iterate_phdr) the dynamic section gives the
+ * relocation tables and the symbol table; each such relocation that names a
+ * redirected function has its slot pointed at the shim's definition, after
+ * the slot's old value is saved (a hash table keyed by the slot's address,
+ * in memory mapped for it: nothing here allocates through the functions it
+ * redirects).  Restoring walks the objects again and puts the saved value
+ * back in every slot that still holds one of ours; an object unloaded
+ * meanwhile is not walked, so a slot of unmapped memory is never written,
+ * and an object loaded again at the same place was redirected afresh (its
+ * saved value replaced).
  *
  * RELRO: with full RELRO (-z now -z relro) the GOT is read-only once
  * relocated.  The range the dynamic linker protected (PT_GNU_RELRO, its end
  * rounded down to a page, as _dl_protect_relro does) is made writable for
- * the writes and read-only again after.  Where mprotect refuses, the object
- * is left alone and named (the caller prints a note).
+ * the writes and read-only again after.  Where mprotect refuses, the slots
+ * there are left alone and the object is named (the caller prints a note).
  *
  * Other threads keep running: a slot is one aligned pointer, stored
  * atomically, and both its values are correct functions (the shim forwards
