@@ -76,19 +76,24 @@ def test_profile_block_without_calipers_run(tmp_path):
     assert err == ""  # report=False by default
     profile = validate(json.loads(Path(out["path"]).read_text()))
     assert hot_time(profile) > 0.05
-    # No shim preloaded: CPU only, and the profile says what is missing.
-    assert profile["config"]["cpu_only"] and profile["summary"]["memory"] is None
-    assert any("LD_PRELOAD" in n for n in profile["notes"])
+    # No shim preloaded: calipers.profile() loads it and profiles memory
+    # too (tests/test_inprocess_memory.py checks the figures), silently.
+    assert not profile["config"]["cpu_only"]
+    assert profile["summary"]["memory"]["allocated_python_bytes"] > 10 ** 6
+    assert not any("not profiled" in n for n in profile["notes"]), profile["notes"]
 
 
 def test_report_prints_the_preload_path_whole(tmp_path):
-    """The note saying how to preload the shim names its path: the report
-    wraps it onto a line of its own, never cuts it (it cut every word
-    longer than the room left on the line, the path included)."""
-    shim = Path(calipers.__file__).parent / "libcalipers_shim.so"
-    _, err = run(tmp_path, "report", env={"COLUMNS": "60"})
-    assert "calipers: note: Memory was not profiled" in err
-    assert "LD_PRELOAD=%s\n" % shim in err, err
+    """When the shim cannot be loaded, the note says how to preload it and
+    names its path: the report wraps it onto a line of its own, never cuts
+    it (it cut every word longer than the room left on the line, the path
+    included)."""
+    shim = tmp_path / "no-such-directory" / "libcalipers_shim.so"
+    _, err = run(tmp_path, "report", env={"COLUMNS": "60", "CALIPERS_SHIM": str(shim)})
+    # Said once at start, on one line, and in the report's notes.
+    assert err.count("Memory was not profiled") == 2, err
+    report = err[err.index("calipers: note: Memory was not profiled"):]
+    assert "LD_PRELOAD=%s\n" % shim in report, err
 
 
 def test_memory_with_the_shim_preloaded(tmp_path):

@@ -65,7 +65,7 @@ run_tier c-heapgraph-sanitize sh -c "$CC -std=c11 -O1 -g -fno-omit-frame-pointer
 pythons=$(tools/pythons.sh)
 [ -n "$pythons" ] || { echo "no CPython 3.9-3.14 found"; exit 1; }
 
-shim_src="src/shim/shim.c src/core/cal_bsamp.c src/core/cal_rand.c"
+shim_src="src/shim/shim.c src/shim/redirect.c src/core/cal_bsamp.c src/core/cal_rand.c"
 shim_flags="-std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden -fno-builtin -Isrc/core -Isrc/shim"
 run_tier shim-gcc sh -c "$CC $shim_flags $shim_src -o $out/shim-gcc.so -ldl -lpthread -lm && echo '1 passed, 0 failed'"
 if command -v clang >/dev/null 2>&1; then

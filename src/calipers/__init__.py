@@ -45,9 +45,13 @@ def start(outfile="calipers-profile.json", *, interval=0.01, memory_interval=256
     terminal report to standard error at the end, `html` also writes the
     HTML report there.
 
-    Memory is profiled only if the allocation shim is loaded, which
-    ``calipers run`` does; otherwise the profile is CPU-only and its notes
-    say so.  Child processes are followed only under ``calipers run``.
+    Memory is profiled too, without ``calipers run``: the allocation shim
+    is loaded and the allocator entries (malloc and its kin, memcpy,
+    memmove, dlopen) of every loaded library, and of those loaded later,
+    are redirected to it until :func:`stop` puts them back.  A library that
+    cannot be redirected is named in a one-line note.  Under ``calipers
+    run`` the shim is preloaded instead.  Child processes are followed only
+    under ``calipers run``.
 
     Raises RuntimeError if this process is already being profiled.
     """

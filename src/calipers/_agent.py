@@ -141,14 +141,39 @@ def start_api(outfile, interval, memory_interval, profile_all, profile_only, pro
         "api": True,
     })
     _begin(_start_engine)
-    if memory_interval and not _state["memory"]:
+    if memory_interval:
+        note = _redirect_note()
+        if note:
+            _state.setdefault("notes", []).append(note)
+            _say("calipers: %s\n" % note)
+    _install_hooks()
+
+
+def _redirect_note():
+    """The one-line note on memory profiled without preload (the shim's
+    GOT redirection), or None when there is nothing to say."""
+    count, detail = _calipers.memory_redirected()
+    if count == -3 or not _state["memory"]:
         # The path ends the note, with nothing glued to it, so that it can
         # be copied from the report (which prints long words whole).
-        _state.setdefault("notes", []).append(
-            "Memory was not profiled: native allocations can only be seen with the allocation "
-            "shim preloaded, which `calipers run` does; or start Python with LD_PRELOAD=%s"
-            % os.path.join(os.path.dirname(os.path.abspath(__file__)), "libcalipers_shim.so"))
-    _install_hooks()
+        return ("Memory was not profiled: the allocation shim could not be loaded (%s); "
+                "`calipers run` preloads it, or start Python with LD_PRELOAD=%s"
+                % (detail or "no shim", _shim_path()))
+    if count == -1:
+        return ("Native allocations were not profiled: the allocator entries of the loaded "
+                "libraries could not be redirected here (Python's allocator was profiled); "
+                "`calipers run` preloads the shim instead")
+    if detail:
+        return ("Native allocations made by these libraries were not profiled (their symbol "
+                "tables could not be redirected): %s" % detail)
+    return None
+
+
+def _shim_path():
+    # CALIPERS_SHIM: another build of the shim (the sanitizer test tier), as
+    # for `calipers run`.
+    return os.environ.get("CALIPERS_SHIM") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "libcalipers_shim.so")
 
 
 def stop_api():
@@ -201,6 +226,9 @@ def _start_engine():
         # Only the run's first process reads the GPUs: its readings cover
         # every process of the run.
         gpu=0 if _is_child() else _GPU_MODES.get(_state.get("gpu") or "auto", 1),
+        # calipers.start() without preload: load the shim and redirect the
+        # libraries' allocator entries to it (`calipers run` preloads it).
+        shim=_shim_path() if _state.get("api") and alloc_mean else None,
     )
 
 

@@ -63,6 +63,7 @@
 #include "runtime.h"
 #include "session.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -130,6 +131,12 @@ static struct {
    a hook someone else installed on top of ours may outlive the profile. */
 static cal_shim_pymem orig_mem, orig_obj;
 static cal_shim_arena orig_arena;
+
+/* Without preload: what the shim's GOT redirection did at the last start
+   (objects redirected, -1 none; the names of those it could not).
+   Protected by the GIL. */
+static int redirected = -1;
+static char redirect_failed[512];
 
 _Static_assert(sizeof(cal_shim_pymem) == sizeof(PyMemAllocatorEx),
                "PyMemAllocatorEx layout");
@@ -305,9 +312,18 @@ static void leak_step(int64_t t)
     M.recent[pick].ptr = NULL; /* watched once */
 }
 
-static void footprint(const calx_where *w, int64_t live, int flags, int64_t t)
+/* The footprint from the shim's live bytes.  Without preload the base is
+   an estimate (malloc's bytes in use at start, calx_memory_start): never
+   below zero, whatever was freed of the blocks made before start. */
+static int64_t footprint_of(int64_t live)
 {
     live -= M.base_live;
+    return live > 0 ? live : 0;
+}
+
+static void footprint(const calx_where *w, int64_t live, int flags, int64_t t)
+{
+    live = footprint_of(live);
     cal_memory *mem = cal_profile_memory(M.profile);
     cal_series_add(&mem->footprint, t, live);
     uint32_t li;
@@ -621,6 +637,28 @@ static int attach(const cal_shim_api *api, const calx_memory_config *config,
     return 0;
 }
 
+/* The bytes malloc has handed out and not had back, process-wide (glibc's
+   mallinfo2: chunks in use in every arena, and those it mapped), or 0
+   where it cannot say.  Without preload the shim has not seen the blocks
+   made before start: this is their estimate, so that the footprint starts
+   where the process is (as under preload, where the shim counts from the
+   first allocation) and freeing them does not take it below zero.  Each
+   chunk's header is included: a few bytes a block more than the usable
+   sizes the shim counts. */
+static int64_t malloc_in_use(void)
+{
+    struct mi2 {
+        size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks,
+            fordblks, keepcost;
+    };
+    struct mi2 (*mallinfo2_fn)(void) =
+        (struct mi2(*)(void))dlsym(RTLD_DEFAULT, "mallinfo2");
+    if (!mallinfo2_fn)
+        return 0;
+    struct mi2 m = mallinfo2_fn();
+    return (int64_t)(m.uordblks + m.hblkhd);
+}
+
 int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
 {
     const cal_shim_api *api = calx_runtime_shim();
@@ -637,6 +675,16 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
     calx_nogil_lock();
     int g = api->guard_enter();
     M.base_live = M.base_python = 0;
+    if (calx_runtime_shim_in_process()) {
+        /* The shim counts from its redirection on, and not between a
+           stop() and this start(): the footprint is measured from here,
+           and no allocation tracked before is still known to be live. */
+        api->reset();
+        cal_shim_counters c;
+        api->counters(&c);
+        M.base_live = c.live_native + c.live_python - malloc_in_use();
+        M.base_python = c.live_python;
+    }
     /* The free-threaded build: the other threads stop while the hooks go
        in (PyMem_SetAllocator is not atomic: a thread allocating meanwhile
        could read one hook with another's context). */
@@ -687,9 +735,24 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
     PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, &obj_hook);
     M.hooked = 1;
     calx_start_world(interp);
+    /* The starting thread's code is cached now, not at the first sampling
+       pass: an allocation it makes without the GIL (a C call through
+       ctypes right after calipers.start()) is credited from the cache. */
+    calx_where here;
+    (void)calx_session_where(PyThreadState_Get(), &here);
+    redirected = -1;
+    redirect_failed[0] = '\0';
+    if (calx_runtime_shim_in_process())
+        redirected = api->redirect(1, redirect_failed, sizeof redirect_failed);
     api->guard_leave(g);
     calx_nogil_unlock();
     return 0;
+}
+
+int calx_memory_redirected(const char **failed)
+{
+    *failed = redirect_failed;
+    return calx_runtime_shim_in_process() ? redirected : -2;
 }
 
 int calx_memory_restart_in_child(cal_profile *profile)
@@ -713,7 +776,12 @@ int calx_memory_restart_in_child(cal_profile *profile)
     return rc;
 }
 
-int64_t calx_memory_inherited(void) { return M.base_live; }
+/* Without preload the base is not inherited: it makes the footprint start
+   from malloc's bytes in use (calx_memory_start). */
+int64_t calx_memory_inherited(void)
+{
+    return calx_runtime_shim_in_process() ? 0 : M.base_live;
+}
 
 int64_t calx_memory_pass(void)
 {
@@ -723,7 +791,7 @@ int64_t calx_memory_pass(void)
     calx_atypes_settle();
     cal_shim_counters c;
     M.api->counters(&c);
-    int64_t live = c.live_native + c.live_python - M.base_live;
+    int64_t live = footprint_of(c.live_native + c.live_python);
     cal_series_add(&cal_profile_memory(M.profile)->footprint, calx_session_elapsed_ns(),
                    live);
     return live;
@@ -737,14 +805,18 @@ static void totals(const cal_shim_counters *c)
     mem->alloc_python = c->alloc_python - M.base_alloc_python;
     mem->alloc_native = c->alloc_native - M.base_alloc_native;
     mem->copied = c->copied - M.base_copied;
-    mem->peak = c->peak - M.base_live;
+    mem->peak = footprint_of(c->peak);
     mem->peak_python = c->peak_python - M.base_python;
     if (mem->peak_python < 0)
         mem->peak_python = 0;
-    mem->end_live = c->live_native + c->live_python - M.base_live;
+    if (mem->peak_python > mem->peak)
+        mem->peak_python = mem->peak;
+    mem->end_live = footprint_of(c->live_native + c->live_python);
     mem->end_python = c->live_python - M.base_python;
     if (mem->end_python < 0)
         mem->end_python = 0;
+    if (mem->end_python > mem->end_live)
+        mem->end_python = mem->end_live;
     mem->dropped = c->dropped + atomic_load(&M.dropped);
 }
 
@@ -780,6 +852,8 @@ void calx_memory_stop(void)
     if (cur.ctx == &orig_arena)
         PyObject_SetArenaAllocator((PyObjectArenaAllocator *)&orig_arena);
     calx_start_world(interp);
+    if (calx_runtime_shim_in_process())
+        api->redirect(0, NULL, 0); /* the blocks are libc's either way */
     drain();
     pthread_mutex_lock(&M.mu);
     settle_watched();

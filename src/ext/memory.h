@@ -96,4 +96,10 @@ int calx_memory_set_unsampled(int on);
 /* How many sampled allocations are alive (tracked). */
 size_t calx_memory_tracked(void);
 
+/* Without preload (the shim loaded by calx_runtime_shim_load): how many
+   loaded objects the last start redirected to the shim (-1: none could
+   be), with *failed naming those that could not be ("" if none); -2 when
+   the shim is preloaded.  With the GIL held. */
+int calx_memory_redirected(const char **failed);
+
 #endif

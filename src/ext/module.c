@@ -84,9 +84,32 @@ PyDoc_STRVAR(
     "since: the profile's clock starts that many seconds ago (a program that\n"
     "the profiled main process exec'd goes on with its clock).\n"
     "With alloc_mean > 0 (bytes between allocation samples) also profile\n"
-    "memory, if the shim is loaded.  gpu: 0 off, 1 if an NVIDIA driver is\n"
+    "memory, if the shim is loaded (shim: its path, to load it and redirect\n"
+    "the allocator entries of every loaded library to it, without preload).  gpu: 0 "
+    "off, 1 if an NVIDIA driver is\n"
     "there, 2 on (saying why not if it cannot be).  Returns whether memory\n"
     "is profiled.");
+
+/* Why start() could not load the shim ("" if it could).  GIL. */
+static char shim_load_error[256];
+
+PyDoc_STRVAR(memory_redirected_doc,
+             "memory_redirected() -> (int, str)\n\n"
+             "Without preload (start(..., shim=path)): how many loaded objects the\n"
+             "last start redirected to the shim (-1: none could be) and the names of\n"
+             "those it could not; (-2, '') with the shim preloaded; (-3, why) when\n"
+             "the shim could not be loaded.");
+
+static PyObject *py_memory_redirected(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    if (shim_load_error[0] && !calx_memory_available())
+        return Py_BuildValue("(is)", -3, shim_load_error);
+    const char *failed;
+    int n = calx_memory_redirected(&failed);
+    return Py_BuildValue("(is)", n, failed);
+}
 
 static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -94,18 +117,18 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"interval",  "profile_all", "only",  "exclude",
                              "library",   "self_dir",    "cwd",   "alloc_mean",
                              "copy_mean", "threshold",   "since", "gpu",
-                             NULL};
+                             "shim",      NULL};
     double interval;
     int profile_all = 0;
     PyObject *only = NULL, *exclude = NULL, *library = NULL;
-    const char *self_dir = NULL, *cwd = NULL;
+    const char *self_dir = NULL, *cwd = NULL, *shim = NULL;
     long long alloc_mean = 0, copy_mean = 0, threshold = 0;
     double since = 0;
     int gpu = CALX_GPU_OFF;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "d|pOOOzzLLLdi", kwlist, &interval,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "d|pOOOzzLLLdiz", kwlist, &interval,
                                      &profile_all, &only, &exclude, &library, &self_dir,
                                      &cwd, &alloc_mean, &copy_mean, &threshold, &since,
-                                     &gpu))
+                                     &gpu, &shim))
         return NULL;
     if (gpu < CALX_GPU_OFF || gpu > CALX_GPU_ON) {
         PyErr_SetString(PyExc_ValueError, "gpu must be 0 (off), 1 (auto) or 2 (on)");
@@ -129,6 +152,14 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     }
     f.self_dir = opt_strdup(self_dir);
     f.cwd = opt_strdup(cwd);
+    /* Without preload, the shim is loaded first: the profiler's threads
+       enter its recursion guard when they start, and must find it. */
+    if (alloc_mean > 0 && shim && !calx_memory_available()) {
+        const char *error;
+        if (!calx_runtime_shim_load(shim, &error))
+            snprintf(shim_load_error, sizeof shim_load_error, "%s",
+                     error ? error : "unknown error");
+    }
     int guard = calx_runtime_guard_enter();
     int rc = calx_sampler_start((int64_t)(interval * 1e9), gpu, &f);
     calx_filter_free(&f); /* empty if the sampler took it */
@@ -714,6 +745,7 @@ static PyMethodDef methods[] = {
      "layout_problem() -> str or None\n\nWhy this interpreter's frames are not read "
      "(then time and\n"
      "memory are not credited to lines), or None when they are."},
+    {"memory_redirected", py_memory_redirected, METH_NOARGS, memory_redirected_doc},
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
      start_doc},
     {"stop", py_stop, METH_VARARGS,

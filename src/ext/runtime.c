@@ -9,17 +9,46 @@
 #include <sys/stat.h>
 #include <time.h>
 
+/* Set by the first calx_runtime_shim() (preloaded) or by
+   calx_runtime_shim_load() (dlopen'ed); both run with the GIL held, and a
+   shim once found stays (it is never unloaded). */
+static const cal_shim_api *shim_api;
+static int shim_looked, shim_loaded;
+
 const cal_shim_api *calx_runtime_shim(void)
 {
-    static const cal_shim_api *api;
-    static int looked;
-    if (!looked) {
+    if (!shim_looked) {
         const cal_shim_api *a = dlsym(RTLD_DEFAULT, CAL_SHIM_SYMBOL);
-        api = a && a->abi == CAL_SHIM_ABI ? a : NULL;
-        looked = 1;
+        shim_api = a && a->abi == CAL_SHIM_ABI ? a : NULL;
+        shim_looked = 1;
     }
-    return api;
+    return shim_api;
 }
+
+const cal_shim_api *calx_runtime_shim_load(const char *path, const char **error)
+{
+    *error = NULL;
+    if (calx_runtime_shim())
+        return shim_api;
+    /* Local: its malloc & co. must not be found by a later lookup (they are
+       reached only through the GOT entries it redirects); never unloaded:
+       redirected entries and other threads may be inside it. */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!h) {
+        *error = dlerror();
+        return NULL;
+    }
+    const cal_shim_api *a = dlsym(h, CAL_SHIM_SYMBOL);
+    if (!a || a->abi != CAL_SHIM_ABI) {
+        *error = "the shim is of another version";
+        return NULL;
+    }
+    shim_api = a;
+    shim_loaded = 1;
+    return a;
+}
+
+int calx_runtime_shim_in_process(void) { return shim_loaded; }
 
 int calx_runtime_guard_enter(void)
 {

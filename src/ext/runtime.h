@@ -20,6 +20,16 @@
    loaded or is of another ABI.  Looked up once, at the first call. */
 const cal_shim_api *calx_runtime_shim(void);
 
+/* Without preload: load the shim at `path` (dlopen, local, never
+   unloaded) and make it the one calx_runtime_shim() returns.  Returns its
+   API (the preloaded one if there is one), or NULL with *error saying why.
+   With the GIL held. */
+const cal_shim_api *calx_runtime_shim_load(const char *path, const char **error);
+
+/* Was the shim loaded by calx_runtime_shim_load (so memory needs its GOT
+   redirection) rather than preloaded? */
+int calx_runtime_shim_in_process(void);
+
 /* The shim's recursion guard for this thread: the profiler's own work must
    run inside it, so that what it allocates is not counted as the
    program's.  enter returns the previous state, for leave.  No-ops without

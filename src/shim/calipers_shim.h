@@ -1,12 +1,14 @@
 /*
  * calipers_shim.h — the C API between libcalipers_shim.so (preloaded into the
- * profiled program, no libpython) and the _calipers extension.
+ * profiled program, or loaded by calipers.start(); no libpython) and the
+ * _calipers extension.
  *
  * The shim counts every allocation, free and copy of the process and samples
  * a few of them; the extension attaches to it with a table of callbacks and
  * receives the samples.  The extension finds the table at run time with
- * dlsym(RTLD_DEFAULT, CAL_SHIM_SYMBOL), so it works (CPU only) when the shim
- * is absent, and the shim works (forwarding only) when nobody attaches.
+ * dlsym(RTLD_DEFAULT, CAL_SHIM_SYMBOL) (or in the handle it loaded), so it
+ * works (CPU only) when the shim is absent, and the shim works (forwarding
+ * only) when nobody attaches.
  *
  * Callbacks run in the thread that allocated, inside the shim's recursion
  * guard: what they allocate goes straight to the allocator, uncounted.  They
@@ -19,7 +21,7 @@
 #include <stdint.h>
 
 #define CAL_SHIM_SYMBOL "calipers_shim_api"
-#define CAL_SHIM_ABI 4
+#define CAL_SHIM_ABI 5
 
 #define CAL_SHIM_RISING 1
 #define CAL_SHIM_NEW_PEAK 2
@@ -169,6 +171,16 @@ typedef struct cal_shim_api {
     void *(*py_obj_malloc_sized)(void *ctx, size_t size);
     void *(*py_obj_calloc_sized)(void *ctx, size_t nelem, size_t elsize);
     void *(*py_obj_realloc_sized)(void *ctx, void *ptr, size_t new_size);
+    /* Only for a shim loaded with dlopen (calipers.start() without
+       preload): point the GOT entries of every loaded object that name
+       malloc & co., memcpy, memmove and dlopen at the shim (on), and of
+       every object loaded later while on; or put them back (off).
+       Returns the number of objects done, or -1 when this platform cannot
+       or the process's malloc is not the one the shim forwards to (another
+       allocator preloaded);
+       `failed` receives the names of the objects that could not be
+       (", "-separated, truncated to cap bytes). */
+    int (*redirect)(int on, char *failed, size_t cap);
 } cal_shim_api;
 
 #endif

@@ -1,6 +1,8 @@
 /*
  * libcalipers_shim.so — the allocation and copy shim, preloaded into the
- * profiled program by `calipers run`.  No libpython, no Python headers.
+ * profiled program by `calipers run`, or loaded by calipers.start() with
+ * dlopen, when the libraries' GOT entries are redirected to the functions
+ * below instead (redirect.c).  No libpython, no Python headers.
  *
  * WHAT IT DOES
  *
@@ -43,6 +45,7 @@
 #include "calipers_shim.h"
 
 #include "cal_bsamp.h"
+#include "redirect.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -618,6 +621,10 @@ EXPORT void *realloc(void *p, size_t n)
     return q;
 }
 
+/* realloc by the shim's own definition (a hidden alias, below): in a shim
+   loaded with dlopen the exported name binds to libc's. */
+extern __typeof__(realloc) own_realloc __attribute__((visibility("hidden")));
+
 EXPORT void *reallocarray(void *p, size_t nelem, size_t elsize)
 {
     size_t n;
@@ -625,7 +632,7 @@ EXPORT void *reallocarray(void *p, size_t nelem, size_t elsize)
         errno = ENOMEM;
         return NULL;
     }
-    return realloc(p, n);
+    return own_realloc(p, n);
 }
 
 EXPORT int posix_memalign(void **out, size_t align, size_t n)
@@ -1076,6 +1083,20 @@ static int64_t api_alloc_clock(void)
            atomic_load_explicit(&G.alloc_python, memory_order_relaxed);
 }
 
+/* Redirect only where the process's allocator is the one the shim forwards
+   to: with another malloc preloaded (jemalloc, tcmalloc) the GOT entries
+   point at it, and sending its blocks to libc's free would break the
+   program.  The caller holds the guard (dlsym may allocate). */
+static int api_redirect(int on, char *failed, size_t cap)
+{
+    if (on && (dlsym(RTLD_DEFAULT, "malloc") != (void *)R.malloc ||
+               dlsym(RTLD_DEFAULT, "free") != (void *)R.free ||
+               dlsym(RTLD_DEFAULT, "realloc") != (void *)R.realloc ||
+               dlsym(RTLD_DEFAULT, "calloc") != (void *)R.calloc))
+        return -1;
+    return cal_redirect_set(on, failed, cap);
+}
+
 EXPORT const cal_shim_api calipers_shim_api = {
     .abi = CAL_SHIM_ABI,
     .attach = api_attach,
@@ -1108,6 +1129,7 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .py_obj_malloc_sized = py_malloc_obj_sized,
     .py_obj_calloc_sized = py_calloc_obj_sized,
     .py_obj_realloc_sized = py_realloc_obj_sized,
+    .redirect = api_redirect,
 };
 
 /* ---- process events ------------------------------------------------------------- */
@@ -1133,10 +1155,53 @@ static void after_fork_child(void)
     atomic_store(&G.inflight, 0);
 }
 
+/* ---- without preload (redirect.c) --------------------------------------------- */
+
+/* The shim's own definitions, by hidden aliases: in a dlopen'ed shim the
+   exported names resolve to libc's.  An alias is the same function, so the
+   attributes of libc's declarations (malloc, nothrow, leaf) hold for it
+   too: gcc's warning that the alias lacks them does not apply. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmissing-attributes"
+#endif
+#define OWN(fn)                                                                        \
+    extern __typeof__(fn) own_##fn __attribute__((alias(#fn), visibility("hidden")))
+OWN(malloc);
+OWN(calloc);
+OWN(realloc);
+OWN(reallocarray);
+OWN(free);
+OWN(posix_memalign);
+OWN(aligned_alloc);
+OWN(memalign);
+OWN(valloc);
+OWN(pvalloc);
+OWN(memcpy);
+OWN(memmove);
+
+static const cal_redirect_target redirect_targets[] = {
+    {"malloc", (void *)own_malloc},
+    {"calloc", (void *)own_calloc},
+    {"realloc", (void *)own_realloc},
+    {"reallocarray", (void *)own_reallocarray},
+    {"free", (void *)own_free},
+    {"posix_memalign", (void *)own_posix_memalign},
+    {"aligned_alloc", (void *)own_aligned_alloc},
+    {"memalign", (void *)own_memalign},
+    {"valloc", (void *)own_valloc},
+    {"pvalloc", (void *)own_pvalloc},
+    {"memcpy", (void *)own_memcpy},
+    {"memmove", (void *)own_memmove},
+    {"dlopen", (void *)cal_redirect_dlopen},
+    {NULL, NULL},
+};
+
 __attribute__((constructor)) static void shim_init(void)
 {
     if (!R.malloc)
         resolve();
+    cal_redirect_init(redirect_targets,
+                      (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen"));
     if (!dlsym(RTLD_DEFAULT, "Py_Initialize")) {
         inert = 1;
         return;
