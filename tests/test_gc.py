@@ -117,7 +117,9 @@ def test_gc_time_adds_up(gc_runs):
     # Every line's and function's GC time is within its CPU time.
     for f in profile["files"]:
         for rec in f["lines"] + [fn["self"] for fn in f["functions"]]:
-            assert rec.get("gc_s", 0.0) <= cpu(rec) + 1e-6, rec
+            # (Each figure is rounded to the microsecond on its own: the
+            # three that make the CPU time and the GC time, 2 us at most.)
+            assert rec.get("gc_s", 0.0) <= cpu(rec) + 2e-6, rec
     # The worker's collections are the worker's.
     worker = [t for t in profile["threads"] if not t["main"] and t["gc_s"] > 0]
     assert worker, profile["threads"]

@@ -34,7 +34,11 @@ def live_lines(tmp_path_factory):
     return json.loads(cal.read_text()), json.loads(exact.read_text()), tmp
 
 
-def test_bytes_per_line_agree_with_tracemalloc_within_three_standard_errors(live_lines):
+def test_bytes_per_line_agree_with_tracemalloc_within_four_standard_errors(live_lines):
+    # Four, not three: some eight lines are checked per run and a CI run
+    # makes seven runs (one per CPython), so at three standard errors an
+    # unbiased estimator fails one CI run in ten (3.12 once: a line 3.5
+    # standard errors low); at four, one in three hundred.
     cal, exact, _ = live_lines
     truth = {int(k): v[0] for k, v in exact["lines"].items()}
     est = {int(k): v for k, v in cal["lines"].items()}
@@ -46,7 +50,7 @@ def test_bytes_per_line_agree_with_tracemalloc_within_three_standard_errors(live
             continue
         got, stderr = est.get(line, (0, 0))
         assert stderr > 0, "line %d: a sampled estimate with no error bar" % line
-        assert abs(got - size) <= 3 * stderr, (
+        assert abs(got - size) <= 4 * stderr, (
             "line %d: %d bytes estimated +- %d, %d exact" % (line, got, stderr, size))
         # The error bars are informative, not huge.
         assert stderr < 0.2 * size + (4 << 20), (line, stderr, size)
