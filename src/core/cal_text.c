@@ -788,33 +788,57 @@ static int has_pick(const pick *v, size_t n, size_t file, long no)
 /* Which rows to show: the lines that matter, most important first, each
    with one line of context either side, until max_rows.  Returns the rows
    sorted by file and line (*n of them; NULL when none). */
-static pick *choose_rows(const report *r, size_t *n, size_t *hidden)
+/* The lines at or above --min-percent, largest share first, in *k
+   (malloc'ed: the caller frees it), or NULL if there are none or memory ran out. */
+static pick *candidates(const report *r, size_t *k)
 {
     const cal_jv *files = cal_jv_get(r->root, "files");
-    size_t cap = 0, k = 0;
+    size_t cap = 0;
+    *k = 0;
     for (size_t f = 0; f < cal_jv_len(files); f++)
         cap += cal_jv_len(cal_jv_get(cal_jv_at(files, f), "lines"));
-    *n = 0;
-    *hidden = 0;
-    if (!cap)
+    pick *cand = cap ? malloc(cap * sizeof *cand) : NULL;
+    if (!cand)
         return NULL;
-    pick *cand = malloc(cap * sizeof *cand);
-    pick *rows = malloc(cap * 3 * sizeof *rows);
-    if (!cand || !rows) {
-        free(cand);
-        free(rows);
-        return NULL;
-    }
     for (size_t f = 0; f < cal_jv_len(files); f++) {
         const cal_jv *lines = cal_jv_get(cal_jv_at(files, f), "lines");
         for (size_t i = 0; i < cal_jv_len(lines); i++) {
             const cal_jv *ln = cal_jv_at(lines, i);
             double s = share(r, get_times(ln), alloc_of(cal_jv_get(ln, "memory")));
             if (s > 0 && s * 100 >= r->o->min_percent)
-                cand[k++] = (pick){f, (long)cal_jv_getnum(ln, "line", 0), s};
+                cand[(*k)++] = (pick){f, (long)cal_jv_getnum(ln, "line", 0), s};
         }
     }
-    qsort(cand, k, sizeof *cand, cmp_pick_share);
+    qsort(cand, *k, sizeof *cand, cmp_pick_share);
+    return cand;
+}
+
+/* Does any line show a copy rate (the column is shown then)? */
+static int any_copy_rate(const report *r)
+{
+    const cal_jv *files = cal_jv_get(r->root, "files");
+    for (size_t f = 0; f < cal_jv_len(files); f++) {
+        const cal_jv *lines = cal_jv_get(cal_jv_at(files, f), "lines");
+        for (size_t i = 0; i < cal_jv_len(lines); i++)
+            if (cal_jv_getnum(cal_jv_get(cal_jv_at(lines, i), "memory"),
+                              "copy_mb_per_s", 0) >= 0.5)
+                return 1;
+    }
+    return 0;
+}
+
+static pick *choose_rows(const report *r, size_t *n, size_t *hidden)
+{
+    const cal_jv *files = cal_jv_get(r->root, "files");
+    size_t k;
+    *n = 0;
+    *hidden = 0;
+    pick *cand = candidates(r, &k);
+    pick *rows = cand ? malloc((k ? k * 3 : 1) * sizeof *rows) : NULL;
+    if (!rows) {
+        free(cand);
+        return NULL;
+    }
     size_t m = 0;
     int budget = r->o->max_rows > 0 ? r->o->max_rows : 300;
     for (size_t i = 0; i < k; i++) {
@@ -947,16 +971,8 @@ static void files_tables(report *r)
     pick *rows = choose_rows(r, &nrows, &hidden);
     if (!rows)
         return;
-    int any_copy = 0;
-    for (size_t f = 0; f < cal_jv_len(files) && !any_copy; f++) {
-        const cal_jv *lines = cal_jv_get(cal_jv_at(files, f), "lines");
-        for (size_t i = 0; i < cal_jv_len(lines); i++)
-            if (cal_jv_getnum(cal_jv_get(cal_jv_at(lines, i), "memory"),
-                              "copy_mb_per_s", 0) >= 0.5)
-                any_copy = 1;
-    }
     int on[NCOL];
-    choose_columns(r, any_copy, on);
+    choose_columns(r, any_copy_rate(r), on);
     int room = r->width - columns_width(on);
 
     /* Files in order of importance: the largest share among their rows. */
@@ -1056,32 +1072,17 @@ done:
 static void hottest_section(report *r)
 {
     const cal_jv *files = cal_jv_get(r->root, "files");
-    size_t cap = 0, k = 0;
-    for (size_t f = 0; f < cal_jv_len(files); f++)
-        cap += cal_jv_len(cal_jv_get(cal_jv_at(files, f), "lines"));
-    pick *cand = cap ? malloc(cap * sizeof *cand) : NULL;
+    size_t k;
+    pick *cand = candidates(r, &k);
     if (!cand)
         return;
-    int any_copy = 0;
-    for (size_t f = 0; f < cal_jv_len(files); f++) {
-        const cal_jv *lines = cal_jv_get(cal_jv_at(files, f), "lines");
-        for (size_t i = 0; i < cal_jv_len(lines); i++) {
-            const cal_jv *ln = cal_jv_at(lines, i);
-            double s = share(r, get_times(ln), alloc_of(cal_jv_get(ln, "memory")));
-            if (s > 0 && s * 100 >= r->o->min_percent)
-                cand[k++] = (pick){f, (long)cal_jv_getnum(ln, "line", 0), s};
-            if (cal_jv_getnum(cal_jv_get(ln, "memory"), "copy_mb_per_s", 0) >= 0.5)
-                any_copy = 1;
-        }
-    }
-    qsort(cand, k, sizeof *cand, cmp_pick_share);
     size_t n = k < HOT_ROWS ? k : HOT_ROWS;
     int several = 0;
     for (size_t i = 1; i < n && !several; i++)
         several = cand[i].file != cand[0].file;
     if (several) {
         int on[NCOL];
-        choose_columns(r, any_copy, on);
+        choose_columns(r, any_copy_rate(r), on);
         int room = r->width - columns_width(on);
         cal_buf_puts(r->out, "\n");
         style(r->out, r->tty, BOLD);
