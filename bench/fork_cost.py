@@ -1,6 +1,7 @@
 """The cost calipers adds to os.fork(): a program that forks N children in
 a row, each leaving at once with os._exit(0) (bench/programs/fork_many.py),
-run with and without `calipers run`, in turn (A B A B ...), with the
+run without `calipers run`, with it, and with `calipers run --cpu-only`,
+in turn (A B C A B C ...), with the
 interpreter this script runs under (calipers installed in it).
 
 Reports, as medians over the repetitions: the fork loop's own time (what
@@ -14,6 +15,7 @@ runs taken together, and at `uptime` before trusting a number.
     python bench/fork_cost.py                 # 200 forks, 7 repetitions
     python bench/fork_cost.py --forks 500 --repeat 11
     python bench/fork_cost.py --threads 4     # 4 threads forking at once
+    python bench/fork_cost.py --against OTHER/bin/python   # another calipers too
 """
 import argparse
 import os
@@ -45,16 +47,28 @@ def main():
     ap.add_argument("--forks", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1, help="threads forking at once")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--against", metavar="PYTHON",
+                    help="an interpreter with another calipers installed (a virtual "
+                         "environment's, built from an earlier commit): its two "
+                         "configurations run in the same turns, as 'other' and 'other-cpu'")
     args = ap.parse_args()
     prog_args = [str(args.forks), str(args.threads)]
-    rows = {"plain": [], "calipers": []}
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "profile.json")
+
+        def profiled(python, *options):
+            return ([python, "-m", "calipers", "run"] + list(options)
+                    + ["--no-report", "-o", out, PROGRAM] + prog_args)
+
         cmds = {
             "plain": [sys.executable, PROGRAM] + prog_args,
-            "calipers": [sys.executable, "-m", "calipers", "run", "--no-report", "-o", out,
-                         PROGRAM] + prog_args,
+            "calipers": profiled(sys.executable),
+            "cpu-only": profiled(sys.executable, "--cpu-only"),
         }
+        if args.against:
+            cmds["other"] = profiled(args.against)
+            cmds["other-cpu"] = profiled(args.against, "--cpu-only")
+        rows = {name: [] for name in cmds}
         for _ in range(args.repeat):
             for name, cmd in cmds.items():
                 rows[name].append(run_once(cmd, tmp))
@@ -62,7 +76,7 @@ def main():
           % (args.forks, args.threads, "" if args.threads == 1 else "s", args.repeat,
              sys.version.split()[0], " ".join("%.1f" % x for x in os.getloadavg())))
     base = None
-    for name in ("plain", "calipers"):
+    for name in cmds:
         loop = statistics.median(r[0] for r in rows[name]) * args.forks / 1e3
         wall = statistics.median(r[1] for r in rows[name])
         parent = statistics.median(r[2] for r in rows[name])

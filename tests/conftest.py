@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import jsonschema
@@ -67,6 +68,16 @@ def cpu(rec):
 
 def total(rec):
     return cpu(rec) + rec["waiting_s"]
+
+
+def build_extension(name, out_dir):
+    """Build tests/programs/NAME.c as the Python extension module NAME in
+    out_dir, for this interpreter; returns out_dir (to put on the path)."""
+    target = Path(out_dir) / (name + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-pthread",
+                    "-I" + sysconfig.get_paths()["include"], str(PROGRAMS / (name + ".c")),
+                    "-o", str(target)], check=True)
+    return Path(out_dir)
 
 
 def line_of(path, marker):

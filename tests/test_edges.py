@@ -3,14 +3,12 @@ preexec_fn, daemon threads at exit, atexit handlers, native threads that
 call into Python, asyncio, deep recursion, frames churning under the
 sampler's peek, a thousand modules."""
 import os
-import subprocess
 import sys
-import sysconfig
 import textwrap
 
 import pytest
 
-from conftest import PROGRAMS, TRUTH, cpu, line_of, total
+from conftest import PROGRAMS, TRUTH, build_extension, cpu, line_of, total
 
 
 def write(path, text, burn=True):
@@ -164,12 +162,7 @@ def test_atexit_handlers_run_and_are_profiled(run_calipers, run_plain, tmp_path)
 
 @pytest.fixture(scope="module")
 def gilcall_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ext")
-    target = out / ("gilcall" + sysconfig.get_config_var("EXT_SUFFIX"))
-    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-pthread",
-                    "-I" + sysconfig.get_paths()["include"], str(PROGRAMS / "gilcall.c"),
-                    "-o", str(target)], check=True)
-    return out
+    return build_extension("gilcall", tmp_path_factory.mktemp("ext"))
 
 
 def test_native_threads_calling_into_python(run_calipers, gilcall_dir):
@@ -240,8 +233,14 @@ def test_native_threads_calling_into_python_while_main_runs(run_calipers, gilcal
     # went nowhere, 0.9-0.99 when the watcher took a new thread state's
     # GIL for another thread's; 1.004-1.005 on 3.12 without the spins.  The
     # spin after the native scan last saw a thread, before its first call,
-    # goes with its first interval in Python (up to 0.02 of the truth).
-    assert 0.95 * truth <= cpu(funcs["callback"]["total"]) <= 1.05 * truth, (funcs, truth)
+    # goes with its first interval in Python (up to 0.02 s, 0.033 of the
+    # truth), and so can the PyGILState calls around it: 1.051 of the truth
+    # one run in eight here (3.13), so the bound above is the C threads'
+    # whole CPU, which the callback cannot exceed (but for the figures'
+    # rounding, a microsecond each).
+    threads_cpu = sum(cpu(th) for th in threads if not th["main"])
+    assert 0.95 * truth <= cpu(funcs["callback"]["total"]) <= threads_cpu + 1e-5, (
+        funcs, truth, threads_cpu)
     # busy() also gets the threads' spins: native threads' CPU goes to the
     # main thread's line.
     main = prof.truth["main_cpu_s"]
@@ -360,9 +359,11 @@ def test_frames_churning_under_the_peek(run_calipers):
     prof = run_calipers(prog, "6", options=["--interval", "1ms", "--no-report"])
     assert prof.returncode == 0, prof.stderr
     assert prof.stdout == "rounds True\n"
-    # Sampled, not only survived: the 6 s it ran are on its lines (at
-    # least a third of them as CPU, leaving room for a loaded machine).
-    assert sum(cpu(rec) for rec in prof.lines(prog.name).values()) > 2.0
+    # Sampled, not only survived: the CPU it had is on its lines (how much
+    # CPU a 6 s run gets depends on the machine's load: 1.5 s at a load of
+    # 12 on 2 cores).
+    on_lines = sum(cpu(rec) for rec in prof.lines(prog.name).values())
+    assert on_lines >= 0.8 * cpu(prof.profile["summary"]) and on_lines > 0.3
 
 
 def test_a_thousand_modules(run_calipers, run_plain, tmp_path):

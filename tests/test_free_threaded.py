@@ -137,3 +137,41 @@ def test_a_real_time_signal_still_ends_the_program(run_calipers, run_plain, tmp_
     run = run_calipers(prog)
     assert plain.returncode < 0
     assert (run.returncode, run.stdout) == (plain.returncode, plain.stdout), run.stderr
+
+
+@needs_ft
+@pytest.mark.xfail(strict=False, reason="issue 27, open: the main thread's signal, lost to the "
+                   "other thread, is given again only when the sampler wakes; meanwhile its "
+                   "Python reads as native (3-13% here quiet, 13-40% loaded; the bound is 8%)")
+def test_main_thread_sampled_while_others_run_pending_calls(run_calipers):
+    """Another thread runs the interpreter's pending calls all the time
+    (tests/programs/pending_elsewhere.py).  On the free-threaded build that
+    thread clears the main thread's signal too, which stranded the
+    profiler's call to the main thread: the main thread was then never
+    sampled again (seen in a Jupyter kernel on 3.14t), and with the signal
+    only given again at the next tick, the interval it waited read as
+    native time.  Now the main thread's CPU is on its burning lines, as
+    Python.  (On a build with a GIL the program starves its own main
+    thread: each pending_threadfunc() lets go of the GIL and takes it back.)
+
+    Not yet right: the call is asked again only when the sampler thread
+    wakes, and meanwhile the main thread's Python reads as native: 3-13%
+    on a quiet machine (over the 8% bound in two runs of three at the end
+    of 2026-11-26), 13-40% beside eight busy processes on two CPUs
+    (INTERNALS, "The free-threaded build").  Marked xfail while issue 27
+    is open for it; without the fix it read 26%."""
+    pytest.importorskip("_testinternalcapi", reason="the interpreter's test module makes "
+                        "the pending calls (not built here)")
+    import _testinternalcapi
+    if not hasattr(_testinternalcapi, "pending_threadfunc"):
+        pytest.skip("_testinternalcapi.pending_threadfunc is 3.12+")
+    prog = PROGRAMS / "pending_elsewhere.py"
+    run = run_calipers(prog, options=["--no-report"])
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "pending calls ran: True\n"
+    main = next(t for t in run.profile["threads"] if t["main"])
+    lines = run.lines(prog.name)
+    burn = cpu(lines[line_of(prog, "burn-line")]) + cpu(lines[line_of(prog, "burn-line") - 1])
+    assert cpu(main) > 0.2
+    assert burn >= 0.8 * cpu(main), (burn, main)
+    assert main["native_s"] <= 0.08 * cpu(main), main

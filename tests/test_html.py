@@ -10,6 +10,7 @@ import decimal
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import fake_nvml
-from conftest import PROGRAMS, line_of, validate
+from conftest import PROGRAMS, TRUTH, line_of, validate
 
 pytestmark = pytest.mark.browser
 
@@ -404,3 +405,525 @@ def test_hottest_lines_of_every_file(browser, tmp_path, run_calipers):
                   tmp_path / "single.png")
     single.clean()
     assert single.page.locator("#hottest").count() == 0
+
+
+
+def shown_pct_of(part, whole):
+    """The viewer's pct(): toFixed(0) of the exact double, ties up; "<1%" below 0.5."""
+    p = 100 * part / whole
+    if p < 0.5:
+        return "<1%"
+    return str(decimal.Decimal(p).quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP)) + "%"
+
+
+def hot_rows(page):
+    """The hottest list's rows: [(file name, line, exact seconds, shown time, shown %)]."""
+    rows = []
+    for tr in page.locator("#hottest tbody tr").all():
+        tds = tr.locator("td")
+        where = tds.nth(1).inner_text().split(":")[0]
+        rows.append((where, int(tds.nth(0).inner_text()), float(tds.nth(2).locator("span").get_attribute("data-s")),
+                     tds.nth(2).inner_text(), tds.nth(3).inner_text()))
+    return rows
+
+
+def test_hottest_lines_views(browser, tmp_path, run_calipers):
+    """The hottest list's selectors (issue 18): CPU only leaves the waiting out, the main
+    thread only shows what the stack table says that thread did; by the keyboard."""
+    prog = PROGRAMS / "twofiles" / "threaded.py"
+    main_line, sleep_line = line_of(prog, "main-line"), line_of(prog, "sleep-line")
+    crunch_line = line_of(PROGRAMS / "twofiles" / "helper.py", "crunch-line")
+    join_line, worker_sleep = line_of(prog, "join-line"), line_of(prog, "worker-sleep")
+    run = run_calipers(prog, options=["--no-report"])
+    assert run.returncode == 0, run.stderr
+    prof = run.profile
+    cpu = lambda t: t["python_s"] + t["native_s"] + t["system_s"]
+    lines = {(Path(f["path"]).name, l["line"]): l for f in prof["files"] for l in f["lines"]}
+    main = next(i for i, th in enumerate(prof["threads"]) if th["main"])
+    assert prof["stacks"]["folded"]["samples"] == 0  # every stack kept whole
+
+    view = Page(browser, html_of(run.outfile, tmp_path), tmp_path / "views.png")
+    view.clean()
+    page = view.page
+    caption = page.locator("#hottest-caption")
+    default = [r[:2] for r in [(t.split(":")[0], int(n)) for n, t in zip(
+        page.locator("#hottest tbody tr td:nth-child(1)").all_inner_texts(),
+        page.locator("#hottest tbody tr td:nth-child(2)").all_inner_texts())]]
+    assert ("threaded.py", sleep_line) in default and ("helper.py", crunch_line) in default, default
+    assert "summed over all threads" in caption.inner_text()
+
+    # CPU only, by the keyboard: the lines by CPU time, as a share of the threads' CPU time.
+    page.focus("#hot-time")
+    page.keyboard.press("ArrowDown")
+    assert page.input_value("#hot-time") == "cpu"
+    cpu_all = cpu(prof["summary"])
+    want = sorted((k for k, l in lines.items() if cpu(l) > 0 and 100 * cpu(l) / cpu_all >= 1),
+                  key=lambda k: -cpu(lines[k]))[:10]
+    assert 100 * cpu(lines["threaded.py", sleep_line]) / cpu_all < 1  # asleep: (almost) no CPU
+    rows = hot_rows(page)
+    assert [r[:2] for r in rows] == want and ("threaded.py", sleep_line) not in want
+    for where, no, s, shown, share in rows:
+        assert s == cpu(lines[where, no])
+        assert shown == shown_secs(s) and share == shown_pct_of(s, cpu_all)
+    assert "% of the threads' CPU time (" + shown_secs(cpu_all) + ")" in caption.inner_text()
+
+    # The main thread only (Tab to its selector): its CPU time from the stack table, summed
+    # here by the innermost profiled frame of each of its nodes.
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "hot-threads"
+    page.keyboard.press("ArrowDown")
+    assert page.input_value("#hot-threads") == "main"
+    st = prof["stacks"]
+    fields = st["node_fields"]
+    at = {name: fields.index(name) for name in fields}
+    owner, mine = [], {}
+    for i, n in enumerate(st["nodes"]):
+        frame = st["frames"][n[at["frame"]]] if n[at["frame"]] >= 0 else None
+        owner.append(i if frame and not frame["library"] else owner[n[at["parent"]]] if n[at["parent"]] >= 0 else -1)
+        if n[at["thread"]] == main and owner[i] >= 0:
+            o = st["nodes"][owner[i]]
+            key = (Path(st["frames"][o[at["frame"]]]["file"]).name, o[at["line"]])
+            got = mine.setdefault(key, [0.0, 0])
+            got[0] += sum(n[at[k]] for k in ("python_s", "native_s", "system_s"))
+            got[1] += 1
+    main_cpu = cpu(prof["threads"][main])
+    rows = hot_rows(page)
+    assert rows and ("threaded.py", main_line) in [r[:2] for r in rows]
+    assert ("helper.py", crunch_line) not in [r[:2] for r in rows]  # the worker's line
+    for where, no, s, shown, share in rows:
+        total, nodes = mine[where, no]
+        assert abs(s - total) <= 1e-6 * nodes, (where, no)
+        assert shown == shown_secs(s) and share == shown_pct_of(s, main_cpu)
+    # Only the main thread runs main-line: its figure there is the line table's.
+    s = next(r[2] for r in rows if r[:2] == ("threaded.py", main_line))
+    assert abs(s - cpu(lines["threaded.py", main_line])) <= 1e-6 * mine["threaded.py", main_line][1]
+    assert "% of the main thread's CPU time (" + shown_secs(main_cpu) + ")" in caption.inner_text()
+
+    # All time again, main thread: the sleeping line is back, and the join line with the
+    # waiting in threading.py's frames; every line shown is the main thread's alone, so
+    # each has the line table's time.
+    page.select_option("#hot-time", "all")
+    rows = hot_rows(page)
+    assert {("threaded.py", sleep_line), ("threaded.py", join_line)} <= {r[:2] for r in rows}
+    assert not {("helper.py", crunch_line), ("threaded.py", worker_sleep)} & {r[:2] for r in rows}
+    for where, no, s, shown, share in rows:
+        assert abs(s - cpu(lines[where, no]) - lines[where, no]["waiting_s"]) <= 1e-6 * mine[where, no][1]
+        assert share == shown_pct_of(s, cpu(prof["threads"][main]) + prof["threads"][main]["waiting_s"])
+    assert "% of the main thread's time" in caption.inner_text()
+    # A new threshold redraws the page's tables; the list keeps its view.
+    page.fill("#threshold", "10")
+    page.dispatch_event("#threshold", "change")
+    assert (page.input_value("#hot-time"), page.input_value("#hot-threads")) == ("all", "main")
+    main_all = cpu(prof["threads"][main]) + prof["threads"][main]["waiting_s"]
+    rows = hot_rows(page)
+    assert all(100 * r[2] / main_all >= 10 for r in rows)
+    assert rows or "no line above 10%" in page.inner_text("#hottest")
+    view.clean()
+
+    # A profile without a stack table (before 0.2) offers no main-thread view, and says why.
+    del prof["stacks"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(prof))
+    older = Page(browser, html_of(old, tmp_path, "old.html"), tmp_path / "old.png")
+    older.clean()
+    option = older.page.locator("#hot-threads option[value=main]")
+    assert option.evaluate("o => o.disabled")
+    assert "no stack table" in option.get_attribute("title")
+    assert "no stack table" in older.page.locator("#hot-threads").get_attribute("title")
+
+# ---- what is allocated, the collector, the heap at exit (issues 22 and 23) ----
+
+FREE_THREADED = bool(getattr(sys, "_is_gil_enabled", lambda: True)() is False)
+
+
+def shown_secs(s):
+    """The viewer's secs() (toFixed: the double's exact value, ties up)."""
+    def fixed(v, places):
+        q = decimal.Decimal(1).scaleb(-places)
+        return str(decimal.Decimal(v).quantize(q, rounding=decimal.ROUND_HALF_UP))
+    if s >= 100:
+        return fixed(s, 0) + " s"
+    if s >= 1:
+        return fixed(s, 2) + " s"
+    return fixed(s * 1000, 0 if s >= 0.01 else 1) + " ms"
+
+
+def shown_life(t):
+    """The viewer's median lifetime of a type: bytes / seconds (µs below 0.1 ms)."""
+    s = t["median_lifetime_s"]
+    if s is None:
+        return "—"
+    if s < 0.0000995:
+        when = str(decimal.Decimal(s * 1e6).quantize(decimal.Decimal(1),
+                                                     rounding=decimal.ROUND_HALF_UP)) + " µs"
+    else:
+        when = shown_secs(s)
+    return shown_bytes(t["median_lifetime_bytes"]) + " / " + when
+
+
+def shown_share(f):
+    """A fraction as the viewer's survived(): toFixed(0) of the percentage."""
+    return "—" if f is None else "%d%%" % math.floor(100 * f + 0.5)
+
+
+@pytest.fixture(scope="module")
+def typed_run(tmp_path_factory):
+    """tests/programs/alloc_types.py (test_types.py's program: lines of known
+    types, some kept), profiled with its memory and with --heap-at-exit."""
+    tmp = tmp_path_factory.mktemp("typed")
+    out, html = tmp / "profile.json", tmp / "typed.html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "calipers", "run", "--heap-at-exit", "--memory-interval", "8k",
+         "-o", str(out), "--html", str(html), str(PROGRAMS / "alloc_types.py"),
+         str(tmp / "truth.json")], capture_output=True, text=True, cwd=tmp, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return validate(json.loads(out.read_text())), html, out
+
+
+def line_row(page, path, no):
+    """The row of line `no` in the table of the file `path`."""
+    box = page.locator("#files details.file[data-path=%s]" % json.dumps(path))
+    return box.locator("tbody tr:not(.gap)").filter(
+        has=page.locator("td:nth-child(1)", has_text=re.compile(r"^%d$" % no)))
+
+
+def test_types_table_and_each_lines_types(browser, typed_run, tmp_path):
+    profile, html, _ = typed_run
+    at = profile["allocated_types"]
+    view = Page(browser, html, tmp_path / "types.png")
+    view.clean()
+    page = view.page
+    # The table: the largest types first, as in the profile, with their figures.
+    table = page.locator("#types-table")
+    shown = min(20, len(at["types"]))
+    assert table.locator("tbody tr").count() == shown
+    heads = table.locator("thead th").all_inner_texts()
+    rows = table.locator("tbody tr")
+    for i, t in enumerate(at["types"][:shown]):
+        row = rows.nth(i).locator("td").all_inner_texts()
+        assert row[0] == t["type"]
+        assert row[heads.index("allocated")] == shown_bytes(t["bytes"])
+        assert row[heads.index("survived")] == shown_share(t["survived_fraction"])
+        assert row[heads.index("samples")] == str(t["samples"])
+        assert row[heads.index("median life")] == shown_life(t)
+    total = sum(t["bytes"] for t in at["types"])
+    assert shown_bytes(total) in page.inner_text("#types")
+    # The rest on request (a real run has more than 20 types: numpy's, the import system's;
+    # a free-threaded build reads none: unknown, buffer and native).
+    assert len(at["types"]) > 20 or FREE_THREADED
+    if len(at["types"]) > 20:
+        page.click("#types-all")
+        assert page.locator("#types-table tbody tr").count() == min(1000, len(at["types"]))
+    else:
+        assert page.locator("#types-all").count() == 0
+    # Sorting by survival puts the most tenured type first.
+    page.locator("#types-table th", has_text="survived").click()
+    first = page.locator("#types-table tbody tr").first.locator("td").first.inner_text()
+    assert max(t["survived_fraction"] or 0 for t in at["types"]) == next(
+        t["survived_fraction"] for t in at["types"] if t["type"] == first)
+
+    # Each line's types: the largest, its share, and the whole breakdown on focus (the keyboard)
+    # and on hover.
+    path = str(PROGRAMS / "alloc_types.py")
+    for marker, want in (("str", "str"), ("point", "__main__.Point"), ("bytes", "bytes")):
+        no = line_of(PROGRAMS / "alloc_types.py", marker)
+        rec = next(r for r in at["lines"] if r["file"] == path and r["line"] == no)
+        if FREE_THREADED:
+            want = rec["types"][0]["type"]  # every block unknown: no type is read
+        assert rec["types"][0]["type"] == want
+        row = line_row(page, path, no)
+        assert row.count() == 1
+        heads = page.locator("#files details.file[data-path=%s] thead th" % json.dumps(path)) \
+            .all_inner_texts()
+        cells_ = row.locator("td").all_inner_texts()
+        share = 100 * rec["types"][0]["bytes"] / rec["bytes"]
+        assert cells_[heads.index("types")].startswith(want + " ")
+        assert cells_[heads.index("survived")] == shown_share(rec["survived_fraction"])
+        span = row.locator(".types-of")
+        span.focus()
+        tip = page.locator("#tip")
+        assert tip.is_visible()
+        text = tip.inner_text()
+        assert shown_bytes(rec["bytes"]) in text and str(rec["samples"]) + " samples" in text
+        for t in rec["types"][:12]:
+            assert t["type"] + "  " + shown_bytes(t["bytes"]) in text
+        assert "survived " + shown_share(rec["survived_fraction"]) in text
+        span.blur()
+        assert not tip.is_visible()
+        assert share > 50
+    view.clean()
+
+
+def test_collector_in_header_and_timeline(browser, typed_run, tmp_path):
+    """The collector's time and collections in the header; the collections
+    the sampler saw as ticks on the memory timeline, each with its line."""
+    profile, html, _ = typed_run
+    gc = profile["summary"]["gc"]
+    assert gc and gc["collections"] > 0
+    view = Page(browser, html, tmp_path / "gc-memory.png")
+    view.clean()
+    page = view.page
+    fact = page.inner_text("#gc-time")
+    assert shown_secs(gc["time_s"]) in fact and "%d collections" % gc["collections"] in fact
+    assert "gen 2: %d" % gc["generations"][2]["collections"] in fact
+    ticks = page.locator("#memory-chart rect.gc-tick")
+    seen = gc["seen"]["longest"]
+    assert ticks.count() == len(seen) > 0
+    starts = sorted(float(s) for s in ticks.evaluate_all("rs => rs.map(r => r.dataset.start)"))
+    assert starts == sorted(g["start_s"] for g in seen)
+    longest = seen[0]
+    tick = page.locator("#memory-chart rect.gc-tick[data-start='%s']" % longest["start_s"]).first
+    tick.hover()
+    text = page.inner_text("#tip")
+    assert "at " + shown_secs(longest["start_s"]) in text
+    if longest["line"]:
+        assert "started at alloc_types.py:%d" % longest["line"]["line"] in text
+    caption = page.inner_text("#gc-caption")
+    assert shown_secs(gc["time_s"]) in caption and str(gc["seen"]["collections"]) in caption
+    view.clean()
+
+
+@pytest.mark.skipif(FREE_THREADED, reason="no heap dump on a free-threaded build: a scan needs "
+                    "the GIL to hold the heap still")
+def test_heap_at_exit_section(browser, typed_run, tmp_path):
+    """--heap-at-exit: the profile carries the summary the terminal report
+    prints, and the page shows it: the types by retained size, the largest
+    objects and, opened from the keyboard, each one's path from a root."""
+    profile, html, out = typed_run
+    heap = profile["heap"]
+    assert Path(heap["dump"]).is_file() and heap["reason"] == "at exit"
+    assert heap["types"] and heap["largest"]
+    assert heap["largest"][0]["path"].startswith("__main__.kept")
+    # The same page from the saved profile (calipers view): the heap is in the profile.
+    for name, page_html in (("run", html), ("view", html_of(out, tmp_path, "view.html"))):
+        view = Page(browser, page_html, tmp_path / ("heap-%s.png" % name))
+        view.clean()
+        page = view.page
+        facts = page.inner_text("#heap-facts")
+        assert "{:,} objects".format(heap["objects"]) in facts and heap["dump"] in facts
+        rows = page.locator("#heap-types tbody tr")
+        assert rows.count() == len(heap["types"])
+        heads = page.locator("#heap-types thead th").all_inner_texts()
+        for i, t in enumerate(heap["types"]):
+            row = rows.nth(i).locator("td").all_inner_texts()
+            assert row[0] == t["type"]
+            assert row[heads.index("retained")] == shown_bytes(t["retained_bytes"])
+            assert row[heads.index("size")] == shown_bytes(t["size_bytes"])
+            assert row[heads.index("count")] == "{:,}".format(t["count"])
+        big = page.locator("#heap-largest tbody tr")
+        assert big.count() == len(heap["largest"])
+        for i, o in enumerate(heap["largest"]):
+            row = big.nth(i)
+            tds = row.locator("td").all_inner_texts()
+            assert tds[0] == shown_bytes(o["retained_bytes"]) and tds[1] == shown_bytes(o["size_bytes"])
+            assert " ".join(row.locator("summary").inner_text().split()) == " ".join(o["path"].split())
+        # A path step by step: the summary reached with the keyboard and opened with Enter.
+        first = big.first
+        first.locator("summary").focus()
+        page.keyboard.press("Enter")
+        steps = first.locator("li").all_inner_texts()
+        want = heap["largest"][0]["steps"]
+        assert len(steps) == len(want)
+        assert steps[-1].startswith(want[-1]["object"]) and "via ['kept']" in steps[-1]
+        view.clean()
+
+
+def map_boxes(page):
+    """The heap treemap's rectangles: kind ("type", "other", "object"), index,
+    the rectangle they lie in ("type:3", or None at the top) and the box."""
+    return page.eval_on_selector_all("#heap-map .hm", """els => els.map((e) => {
+        const r = e.getBoundingClientRect(), up = e.parentElement.closest(".hm");
+        return {kind: e.dataset.kind, index: Number(e.dataset.index),
+                parent: up ? up.dataset.kind + ":" + up.dataset.index : null,
+                x: r.x, y: r.y, w: r.width, h: r.height};
+    })""")
+
+
+def check_map_areas(page, heap):
+    """Each rectangle's area is its share of the heap's shallow bytes, within
+    1% of its own area plus half a pixel along each edge (the layout rounds
+    edges to 1/64 px; the tiny objects' rectangles are under a pixel wide);
+    the top rectangles tile the map: in it, overlapping nowhere, adding up
+    to its area within 0.5%.  Returns the boxes by "kind:index"."""
+    m = page.locator("#heap-map").bounding_box()
+    area, shallow = m["width"] * m["height"], heap["shallow_bytes"]
+    boxes = {"%s:%d" % (b["kind"], b["index"]): b for b in map_boxes(page)}
+
+    def close(b, nbytes):
+        want = area * nbytes / shallow
+        return abs(b["w"] * b["h"] - want) <= 0.01 * want + (b["w"] + b["h"]) / 2
+
+    sizes = [t["size_bytes"] for t in heap["types"]]
+    other = shallow - sum(sizes)
+    tops = [b for b in boxes.values() if b["parent"] is None]
+    assert len(tops) == sum(1 for v in sizes if v > 0) + (other > 0)
+    for i, v in enumerate(sizes):
+        if v > 0:
+            assert close(boxes["type:%d" % i], v), (heap["types"][i], boxes["type:%d" % i])
+    if other > 0:
+        assert close(boxes["other:-1"], other)
+    assert abs(sum(b["w"] * b["h"] for b in tops) - area) <= 0.005 * area
+    eps = 0.5
+    for b in tops:
+        assert m["x"] - eps <= b["x"] and b["x"] + b["w"] <= m["x"] + m["width"] + eps
+        assert m["y"] - eps <= b["y"] and b["y"] + b["h"] <= m["y"] + m["height"] + eps
+    for j, a in enumerate(tops):
+        for b in tops[j + 1:]:
+            dx = min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"])
+            dy = min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"])
+            assert dx <= eps or dy <= eps, (a, b)
+    # The largest objects, inside their types' rectangles (or the other types'), by their own size.
+    names = [t["type"] for t in heap["types"]]
+    for i, o in enumerate(heap["largest"]):
+        b = boxes["object:%d" % i]
+        owner = "type:%d" % names.index(o["type"]) if o["type"] in names else "other:-1"
+        assert b["parent"] == owner and close(b, o["size_bytes"]), (o, b)
+        p = boxes[owner]
+        assert p["x"] - eps <= b["x"] and b["x"] + b["w"] <= p["x"] + p["w"] + eps
+        assert p["y"] - eps <= b["y"] and b["y"] + b["h"] <= p["y"] + p["h"] + eps
+    return boxes
+
+
+def test_heap_treemap(browser, typed_run, tmp_path):
+    """The heap's treemap (tests/programs/alloc_types.py, --heap-at-exit):
+    its areas (check_map_areas), at 1280 px in the light theme and at 420 px
+    in the dark one, where it stays inside the window; a type selected with
+    a click, the other types with Space and an object with Enter each show
+    their own figures and path from the profile below the map, and mark
+    their rows in the tables; a row of the types table selects its type."""
+    profile, html, out = typed_run
+    heap = profile["heap"]
+    view = Page(browser, html, tmp_path / "heap-map.png")
+    page = view.page
+    assert "Area: shallow bytes" in page.inner_text("#heap-map-legend")
+    boxes = check_map_areas(page, heap)
+    # Labels where they fit: the largest type's name is on its rectangle.
+    top = max(range(len(heap["types"])), key=lambda i: heap["types"][i]["size_bytes"])
+    rect = page.locator('#heap-map .hm[data-kind="type"][data-index="%d"]' % top)
+    assert heap["types"][top]["type"] in rect.inner_text()
+    # A click on a type that holds none of the largest objects (its centre is its own).
+    owners = {o["type"] for o in heap["largest"]}
+    i = max((k for k, t in enumerate(heap["types"]) if t["type"] not in owners and t["size_bytes"] > 0),
+            key=lambda k: heap["types"][k]["size_bytes"])
+    t = heap["types"][i]
+    page.locator('#heap-map .hm[data-kind="type"][data-index="%d"]' % i).click()
+    detail = page.inner_text("#heap-detail")
+    assert detail.startswith(t["type"])
+    for part in ("{:,} objects".format(t["count"]), shown_bytes(t["size_bytes"]), shown_bytes(t["retained_bytes"])):
+        assert part in detail
+    assert page.locator("#heap-types tbody tr.hl").all_inner_texts() == [
+        page.locator("#heap-types tbody tr").nth(i).inner_text()]
+    assert page.locator("#heap-map .hm.sel").count() == 1
+    # The other types, from the keyboard (Space).
+    if boxes.get("other:-1"):
+        page.locator('#heap-map .hm[data-kind="other"]').focus()
+        page.keyboard.press(" ")
+        other = heap["shallow_bytes"] - sum(x["size_bytes"] for x in heap["types"])
+        assert "other types" in page.inner_text("#heap-detail") and shown_bytes(other) in page.inner_text("#heap-detail")
+        assert page.locator("#heap-types tbody tr.hl").count() == 0
+    # The largest object, from the keyboard (Enter): its path, step by step, and its row.
+    o = heap["largest"][0]
+    page.locator('#heap-map .hm[data-kind="object"][data-index="0"]').focus()
+    page.keyboard.press("Enter")
+    detail = page.locator("#heap-detail")
+    assert " ".join(o["path"].split()) in " ".join(detail.inner_text().split())
+    assert shown_bytes(o["retained_bytes"]) in detail.inner_text()
+    steps = detail.locator("li").all_inner_texts()
+    assert len(steps) == len(o["steps"]) and steps[-1].startswith(o["steps"][-1]["object"])
+    assert page.locator("#heap-largest tbody tr.hl").count() == 1
+    assert page.locator("#heap-largest tbody tr").first.get_attribute("class") == "hl"
+    assert page.locator('#heap-map .hm.sel').get_attribute("data-kind") == "object"
+    # The reverse: a row of the types table selects its rectangle.
+    page.locator("#heap-types tbody tr").nth(top).locator("td").first.click()
+    sel = page.locator("#heap-map .hm.sel")
+    assert (sel.get_attribute("data-kind"), sel.get_attribute("data-index")) == ("type", str(top))
+    view.clean()
+    # A narrow window, dark: the same areas, and nothing past the window's edge.
+    narrow = Page(browser, html, tmp_path / "heap-map-narrow-dark.png", width=420, dark=True)
+    assert narrow.page.evaluate("document.documentElement.dataset.theme") == "dark"
+    check_map_areas(narrow.page, heap)
+    m = narrow.page.locator("#heap-map").bounding_box()
+    assert m["x"] >= 0 and m["x"] + m["width"] <= 420
+    narrow.clean()
+
+
+def test_collector_strip_without_memory(browser, tmp_path, run_calipers):
+    """A --cpu-only run of tests/programs/gc_lines.py (test_gc.py's program,
+    at a tenth of its work): the collections on a strip of their own, the
+    per-line gc column, and no types table nor heap section."""
+    run = run_calipers(PROGRAMS / "gc_lines.py", TRUTH, "x", "0.1",
+                       options=["--cpu-only", "--interval", "0.5ms", "--no-report"])
+    assert run.returncode == 0, run.stderr
+    profile = validate(run.profile)
+    gc = profile["summary"]["gc"]
+    view = Page(browser, html_of(run.outfile, tmp_path), tmp_path / "gc-strip.png")
+    view.clean()
+    page = view.page
+    assert page.locator("#memory-chart").count() == 0
+    assert page.locator("#gc-chart rect.gc-tick").count() == len(gc["seen"]["longest"]) > 0
+    assert shown_secs(gc["time_s"]) in page.inner_text("#gc-time")
+    # The line that triggered the most collection time, with its figure.
+    lines = next(f for f in profile["files"] if f["path"].endswith("gc_lines.py"))["lines"]
+    top = max(lines, key=lambda r: r["gc_s"])
+    table = page.locator("#files details.file table").first
+    assert cells(table, "gc")[str(top["line"])] == shown_secs(top["gc_s"])
+    # Sections without data are hidden.
+    assert page.locator("#types *, #heap *").count() == 0
+    assert page.locator(".types-of").count() == 0
+
+
+def test_no_types_collector_or_heap_in_older_profiles(browser, tmp_path):
+    """Profiles written before these sections (tests/data) show none of them."""
+    for name in ("memory", "cpu"):
+        view = Page(browser, html_of(DATA / (name + ".json"), tmp_path, name + ".html"),
+                    tmp_path / (name + "-older.png"))
+        view.clean()
+        page = view.page
+        assert page.locator("#types *, #heap *, #gc-time, .gc-tick, #gc-caption, #gc-chart").count() == 0
+        assert "types" not in page.locator("details.file th").all_inner_texts()
+
+
+def test_a_malformed_heap_or_types_section_is_refused(tmp_path):
+    """The page reads them: cal_view checks their shapes first, one line."""
+    base = json.loads((DATA / "memory.json").read_text())
+    for key, bad, member in (
+            ("heap", {"dump": "x", "reason": "at exit", "objects": 1, "shallow_bytes": 1,
+                      "scan_s": 0, "types": [{"type": "dict", "count": "many",
+                                              "size_bytes": 1, "retained_bytes": 1}],
+                      "largest": []}, "heap.types[0].count"),
+            ("allocated_types", {"gc_collections": 1, "types": [{"type": 3}], "lines": []},
+             "allocated_types.types[0].type")):
+        path = tmp_path / (key + ".json")
+        path.write_text(json.dumps(dict(base, **{key: bad})))
+        proc = subprocess.run([sys.executable, "-m", "calipers", "view", "--html",
+                               str(tmp_path / "x.html"), str(path)],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        assert proc.stderr.count("\n") == 1 and member in proc.stderr, proc.stderr
+
+
+def test_waiting_split_into_blocked_and_preempted(browser, tmp_path, run_calipers):
+    """The header says how the waiting splits, and the line tables get a
+    `preempt` column when threads waited for a CPU 5% of their time
+    (tests/programs/preempted.py: a line sharing its CPU with a hashing
+    thread, all threads pinned to one CPU)."""
+    run = run_calipers(PROGRAMS / "preempted.py", TRUTH, options=["--no-report"])
+    assert run.returncode == 0, run.stderr
+    s = run.profile["summary"]
+    assert s["preempted_s"] >= 0.05 * (s["python_s"] + s["native_s"] + s["system_s"] +
+                                        s["waiting_s"])
+    view = Page(browser, html_of(run.outfile, tmp_path), tmp_path / "preempted.png")
+    view.clean()
+    page = view.page
+    fact = page.inner_text("#waiting")
+    assert "blocked %s, preempted %s" % (shown_secs(s["waiting_s"] - s["preempted_s"]),
+                                         shown_secs(s["preempted_s"])) in fact, fact
+    path = next(f["path"] for f in run.profile["files"] if f["path"].endswith("preempted.py"))
+    table = page.locator("#files details.file[data-path=%s] table" % json.dumps(path)).first
+    shown = cells(table, "preempt")
+    burn = run.truth["burn"]["line"]
+    assert str(burn) in shown
+    for rec in run.lines("preempted.py").values():
+        if str(rec["line"]) in shown:  # the lines the table shows (1% of the time or more)
+            want = shown_secs(rec["preempted_s"]) if rec["preempted_s"] >= 0.0005 else ""
+            assert shown[str(rec["line"])] == want, rec

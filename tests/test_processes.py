@@ -176,3 +176,61 @@ def test_report_lists_the_processes(run_calipers):
     assert len(rows) == len(procs)
     assert rows[0].split()[1:3] == ["main", "exit"]
     assert all(r.split()[1] == "fork" for r in rows[1:])
+
+
+SHORT_LIVED = '''
+import os, sys, threading
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+def fork_some(n):
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+
+threads = [threading.Thread(target=fork_some, args=(10,)) for _ in range(2)]
+for t in threads:
+    t.start()
+fork_some(10)
+for t in threads:
+    t.join()
+pid = os.fork()
+if pid == 0:
+    import childonly  # a file only this child runs
+    childonly.spin()
+    os._exit(3)
+print(os.waitpid(pid, 0)[1] >> 8)
+'''
+
+CHILD_ONLY = '''
+import time
+
+def spin():
+    t = time.process_time() + 0.3
+    while time.process_time() < t:  # spin-line
+        pass
+'''
+
+
+def test_children_that_leave_at_once_are_each_merged(run_calipers, tmp_path):
+    # 30 children, from three threads at once, leaving at once: each is in
+    # the profile (their parts appended to one file, concurrently), and a
+    # child that lived is too, with the source of the file only it ran
+    # (the main process reads it: the parts leave it out).
+    prog = tmp_path / "short.py"
+    prog.write_text(SHORT_LIVED)
+    (tmp_path / "childonly.py").write_text(CHILD_ONLY)
+    run = run_calipers(prog)
+    assert run.returncode == 0 and run.stdout == "3\n"
+    procs = run.profile["processes"]
+    assert len(procs) == 32
+    assert len({p["pid"] for p in procs}) == 32
+    assert all(p["forked"] and p["ppid"] == procs[0]["pid"] for p in procs[1:])
+    assert [p["end"] for p in procs[1:]].count("os._exit") == 31
+    assert all(p["wall_s"] > 0 for p in procs)
+    assert not [n for n in run.profile["notes"] if "child" in n]
+    child_only = [f for f in run.profile["files"] if f["path"].endswith("childonly.py")]
+    assert len(child_only) == 1 and child_only[0]["source"]
+    spin = line_of(tmp_path / "childonly.py", "spin-line")
+    assert any(ln["line"] == spin for ln in child_only[0]["lines"])

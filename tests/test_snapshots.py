@@ -5,10 +5,10 @@ objects."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -141,7 +141,7 @@ def test_calipers_snapshot_pid_writes_one_now(tmp_path):
                  if st.traceback[0].filename == str(prog)}
         assert 40 << 20 < lines.get(2, 0) < 100 << 20, lines
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.terminate()  # not SIGINT: see the next test
         proc.wait(timeout=60)
 
 
@@ -162,8 +162,33 @@ def test_snapshot_of_a_cpu_only_run_is_refused_with_one_line(tmp_path):
         assert ask.returncode == 1
         assert "--cpu-only" in ask.stderr and len(ask.stderr.strip().splitlines()) == 1
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        # SIGTERM, not SIGINT: a test run started in the background by a
+        # shell inherits SIGINT ignored, and so does the program (Python
+        # then installs no KeyboardInterrupt handler): it slept its 60 s.
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            where = threads_of(proc.pid)
+            proc.kill()
+            proc.wait()
+            pytest.fail("the program did not end within 60 s of SIGTERM: %s" % where)
+
+
+def threads_of(pid):
+    """Each thread's name, state, kernel wait channel and pending and
+    blocked signals (from /proc), for a process that does not end."""
+    out = []
+    for task in sorted(Path("/proc/%d/task" % pid).glob("*")):
+        try:
+            status = dict(line.split(":\t", 1) for line in
+                          (task / "status").read_text().splitlines() if ":\t" in line)
+            out.append("%s %s %s wchan=%s pnd=%s blk=%s" % (
+                task.name, status.get("Name"), status.get("State"),
+                (task / "wchan").read_text(), status.get("SigPnd"), status.get("SigBlk")))
+        except OSError as exc:
+            out.append("%s: %s" % (task.name, exc))
+    return "; ".join(out)
 
 
 def test_get_object_traceback_names_where_a_sampled_object_was_made(run_calipers, tmp_path):

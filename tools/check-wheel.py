@@ -69,6 +69,7 @@ REQUIRED = [
     ("calipers/_agent.py", None),
     ("calipers/_common.py", None),
     ("calipers/memory.py", None),
+    ("calipers/ipython.py", None),
     ("calipers/_boot/sitecustomize.py", None),
     ("calipers/schema/calipers-1.schema.json", None),
     ("calipers/_calipers.", ".so"),

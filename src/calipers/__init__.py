@@ -22,8 +22,17 @@ matters (``calipers run --off`` starts it off)::
     handle_requests()
     calipers.off()
 
+In IPython or Jupyter, ``%load_ext calipers`` adds the ``%calipers``
+(one statement) and ``%%calipers`` (a cell) magics.
+
 Importing this package has no side effects: the engine starts only under
 ``calipers run`` or when asked to.
+
+In pytest, ``pytest --calipers`` and the ``limit_memory`` and
+``limit_leaks`` markers: see :mod:`calipers.pytest_plugin`.  (The package
+registers that plugin, so pytest would rewrite its asserts, and warn
+under ``calipers run -m pytest``, where it is imported first;
+PYTEST_DONT_REWRITE: it has none to rewrite.)
 """
 
 __version__ = "0.1.0"
@@ -110,3 +119,11 @@ class profile:
     def __exit__(self, *exc):
         self.path = stop()
         return False
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext calipers``: the ``%calipers`` and ``%%calipers`` magics
+    (calipers.ipython, imported only now)."""
+    from calipers import ipython as _ipython
+
+    _ipython.load(ipython)

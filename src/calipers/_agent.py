@@ -125,9 +125,12 @@ def switch(on):
 
 
 def start_api(outfile, interval, memory_interval, profile_all, profile_only, profile_exclude,
-              report, html):
+              report, html, write=True, quiet=False):
     """calipers.start(): profile this process from now on, without
-    `calipers run` (see calipers.start for the arguments)."""
+    `calipers run` (see calipers.start for the arguments).  `write=False`
+    writes no profile at the end (the pytest plugin's limit markers only
+    read the engine's counters while it runs); `quiet` (calipers attach):
+    say nothing on the process's standard error."""
     if _state.get("pid") == os.getpid() and not _state.get("finished"):
         raise RuntimeError("calipers is already profiling this process")
     _state.clear()
@@ -138,7 +141,7 @@ def start_api(outfile, interval, memory_interval, profile_all, profile_only, pro
         "no_report": not report, "html": os.path.abspath(html) if html else None,
         "library": library_dirs(), "cwd": os.getcwd(), "argv": list(sys.argv),
         "script": os.path.abspath(sys.argv[0]) if sys.argv and os.path.isfile(sys.argv[0]) else None,
-        "api": True,
+        "api": True, "discard": not write, "quiet": quiet,
     })
     _begin(_start_engine)
     if memory_interval:
@@ -176,15 +179,23 @@ def _shim_path():
         os.path.dirname(os.path.abspath(__file__)), "libcalipers_shim.so")
 
 
-def stop_api():
-    """calipers.stop(): stop, write the profile, return its path."""
+def stop_api(merge=()):
+    """calipers.stop(): stop, write the profile, return its path.  The
+    profiles at the paths in `merge` (other processes', written by
+    calipers.stop(): the pytest plugin's xdist workers) are merged into it
+    first; one that cannot be read is left out, with a note."""
     if _state.get("pid") != os.getpid() or _state.get("finished"):
         raise RuntimeError("calipers is not profiling this process (call calipers.start() first)")
+    _state["merge_files"] = list(merge)
     _finish()
+    unwrap_hooks()
     return _state.get("written")
 
 
 _hooks_installed = [False]
+#: The functions _install_hooks replaced, by name, to be put back by
+#: unwrap_hooks (calipers attach leaves the process as it found it).
+_real_functions = {}
 
 
 def _install_hooks():
@@ -199,9 +210,29 @@ def _install_hooks():
     atexit.register(_finish)
     _wrap_os_exit()
     _wrap_exec()
-    os.register_at_fork(before=_calipers.fork_before,
-                        after_in_parent=_calipers.fork_after_parent,
-                        after_in_child=_after_fork)
+    if not _hooks_installed[1:]:
+        # Once per process for good: there is no unregistering these.  They
+        # do nothing while no profile runs (the engine's fork hooks check
+        # that it runs; _after_fork that the profile is not finished).
+        _hooks_installed.append(True)
+        os.register_at_fork(before=_calipers.fork_before,
+                            after_in_parent=_calipers.fork_after_parent,
+                            after_in_child=_after_fork)
+
+
+def unwrap_hooks():
+    """After stop(): take out what _install_hooks put in (the atexit
+    handler, the os._exit and os.exec* wrappers), where the program has
+    not replaced them since, so that a process calipers attached to is
+    left as it was.  The fork hooks stay, doing nothing."""
+    if not _hooks_installed[0]:
+        return
+    _hooks_installed[0] = False
+    atexit.unregister(_finish)
+    for name, (real, wrapper) in list(_real_functions.items()):
+        if getattr(os, name, None) is wrapper:
+            setattr(os, name, real)
+        del _real_functions[name]
 
 
 _GPU_MODES = {"off": 0, "auto": 1, "on": 2}
@@ -456,6 +487,7 @@ def _wrap_os_exit():
         real(status)
 
     os._exit = _dressed_as(_exit, real)
+    _real_functions["_exit"] = (real, os._exit)
 
 
 def _dressed_as(wrapper, real):
@@ -494,6 +526,7 @@ def _wrap_exec():
             return _real(path, args, *env)
 
         setattr(os, name, _dressed_as(exec_, real))
+        _real_functions[name] = (real, getattr(os, name))
 
 
 def _can_exec(path):
@@ -659,6 +692,13 @@ def _heap_at_exit():
         h, path = _write_heap("at exit")
         _state["heap_report"] = "%s\ncalipers: heap dump written to %s\n" % (
             h.summary(width=_terminal_width()), path)
+        # The same, as data, for the profile's "heap" (the HTML report's heap
+        # section and its treemap: more types and objects than the terminal's).
+        import json
+
+        data = h.summary_data(top=30, largest=10)
+        data.update(dump=path, reason="at exit")
+        _state["heap_json"] = json.dumps(data, sort_keys=True, allow_nan=False)
     except BaseException as exc:  # noqa: BLE001 - never a calipers traceback
         why = "calipers: could not write the heap at exit: %s\n" % (exc,)
         _state["heap_report"] = why
@@ -671,7 +711,7 @@ def _children_note():
         names = os.listdir(_state.get("run_dir") or "")
     except OSError:
         return ""
-    if any(n.endswith((".run", ".json")) for n in names):
+    if any(n.endswith(".run") or n == PARTS_FILE for n in names):
         return ", when the child processes are merged in"
     return ""
 
@@ -698,6 +738,7 @@ def _meta():
         "forked": bool(_state.get("forked")),
         "end": _state.get("end"),
         "signal": _state.get("signal") or 0,
+        "heap": _state.get("heap_json"),
         "notes": _state.get("notes", []),
         "start_unix": float(_state.get("start_unix") or 0),
         "interval": _state["interval"],
@@ -779,7 +820,10 @@ def _finish(end="exit", signum=0):
             else:
                 if _state.get("run_dir"):
                     _merge_children()
-                _write_main()
+                if _state.get("merge_files"):
+                    _merge_files(_state["merge_files"])
+                if not _state.get("discard"):
+                    _write_main()
         except BaseException as exc:  # noqa: BLE001 - never a calipers traceback
             if not _is_child():
                 _say("calipers: internal error while writing the profile: %s: %s\n"
@@ -788,17 +832,86 @@ def _finish(end="exit", signum=0):
             _calipers.unwatch_signals(leaving)
 
 
+#: In the run directory: the one file every process's part is appended to.
+PARTS_FILE = "parts"
+#: Begins each part in PARTS_FILE, followed by the part's name (its
+#: `<start>-<pid>`), a newline and the profile's JSON text, which never
+#: holds this byte (JSON escapes every control character).
+PART_MARK = b"\x1e"
+
+
 def _write_part():
-    """A child's profile, for the main process to merge: written whole
-    (a temporary file renamed) so that a reader never sees half of it."""
+    """This process's profile, for the main process to merge: appended to
+    the run directory's PARTS_FILE with one write() (O_APPEND: the parts
+    of processes ending at once never mix).  One file for all, rather than
+    one created per child: creating a file takes an inode, and that was
+    the costliest thing a child that leaves at once did (a tenth of its
+    time; ext4 without a journal scans past every inode freed in the last
+    minutes).  A part cut short (the disk full, the process killed while
+    writing) is read as a corrupt one and left out, and the others stay
+    whole."""
     try:
-        _calipers.write_json(_part_path(".json"), _meta())
+        name = os.path.basename(_part_path(""))
+        meta = _meta()
+        meta["part"] = True  # no source text: the main process reads the files itself
+        text = _calipers.json(meta)
+        _append_part(PART_MARK + name.encode() + b"\n" + text.encode("utf-8", "surrogateescape"))
     except OSError:
         pass  # the run directory is gone: the main process ended first
     try:
         os.unlink(_part_path(".run"))
     except OSError:
         pass
+
+
+def _append_part(data):
+    """Append data to PARTS_FILE in one write(), creating the file (0600,
+    exclusively) if this is the first part.  OSError if it cannot be
+    opened, is not a regular file of this user's, or the write fails."""
+    path = os.path.join(_state.get("run_dir") or "", PARTS_FILE)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        try:
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it meanwhile
+            fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            raise OSError(0, "not a regular file of ours", path)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _read_parts(run_dir):
+    """The parts in run_dir's PARTS_FILE, as (name, text) in the order of
+    their names (the order the processes started: the merge is the same
+    whatever order they ended in); text is None for a part cut short.  The
+    file is mapped, and each text copied out only when its turn comes."""
+    import mmap
+
+    try:
+        with _open_regular(os.path.join(run_dir, PARTS_FILE)) as f:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # none, or empty
+        return
+    with data:
+        spans = []
+        at = data.find(PART_MARK)
+        while at >= 0:
+            end = data.find(PART_MARK, at + 1)
+            newline = data.find(b"\n", at, len(data) if end < 0 else end)
+            head = newline if newline >= 0 else (len(data) if end < 0 else end)
+            name = data[at + 1:head].decode("utf-8", "replace")
+            spans.append((name, newline + 1 if newline >= 0 else -1,
+                          len(data) if end < 0 else end))
+            at = end
+        spans.sort(key=lambda span: span[0])
+        for name, start, end in spans:
+            yield name, (data[start:end] if start >= 0 else None)
 
 
 def _merge_children(consume=True):
@@ -810,19 +923,24 @@ def _merge_children(consume=True):
         names = sorted(os.listdir(run_dir))
     except OSError:
         return
-    if not consume:  # before an exec: leave out the part just written
-        names = [n for n in names if n != os.path.basename(_part_path(".json"))]
-    done = {n[:-5] for n in names if n.endswith(".json")}
+    # Before an exec, the part just written is left out.
+    own = None if consume else os.path.basename(_part_path(""))
     corrupt, running, lost = 0, [], []
+    done = set()
+    for name, text in _read_parts(run_dir):
+        if name == own:
+            continue
+        try:
+            if text is None:
+                raise ValueError("cut short")
+            _calipers.merge(text, _state["start_unix"])
+            done.add(name)
+        except ValueError:
+            if name + ".run" not in names:  # else still being written: running
+                corrupt += 1
     for name in names:
         path = os.path.join(run_dir, name)
-        if name.endswith(".json"):
-            try:
-                with _open_regular(path) as f:
-                    _calipers.merge(f.read(), _state["start_unix"])
-            except (OSError, ValueError):
-                corrupt += 1
-        elif name.endswith(".run") and name[:-4] not in done:
+        if name.endswith(".run") and name[:-4] not in done:
             pid = int(name[:-4].rpartition("-")[2])
             try:
                 os.kill(pid, 0)
@@ -857,6 +975,23 @@ def _merge_children(consume=True):
         notes.append("%d child profile%s could not be read and %s left out."
                      % (corrupt, "" if corrupt == 1 else "s",
                         "was" if corrupt == 1 else "were"))
+
+
+def _merge_files(paths):
+    """Merge the profiles at `paths` (stop_api's `merge`); those that
+    cannot be read are counted in a note."""
+    missing = []
+    for path in paths:
+        try:
+            with _open_regular(path) as f:
+                _calipers.merge(f.read(), _state["start_unix"])
+        except (OSError, ValueError):
+            missing.append(os.path.basename(path))
+    if missing:
+        _state.setdefault("notes", []).append(
+            "%d profile%s to merge could not be read and %s left out: %s"
+            % (len(missing), "" if len(missing) == 1 else "s",
+               "was" if len(missing) == 1 else "were", ", ".join(missing[:5])))
 
 
 def _write_main(report=True, stdout=True):

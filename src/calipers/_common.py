@@ -284,3 +284,21 @@ def styled(fd):
         return os.isatty(fd)
     except OSError:
         return False
+
+
+#: The uids of /proc/PID/status's "Uid:" line, in its order.
+UIDS = ("real", "effective", "saved", "filesystem")
+
+
+def process_uid(pid, which="effective"):
+    """One of process `pid`'s uids (UIDS: the effective one decides what
+    it may do, the filesystem one what its files are created as); -1 if it
+    cannot be read."""
+    try:
+        with open("/proc/%d/status" % pid, "rb") as f:
+            for line in f:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1 + UIDS.index(which)])
+    except (OSError, ValueError, IndexError):
+        pass
+    return -1

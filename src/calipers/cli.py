@@ -38,6 +38,7 @@ usage: calipers run [options] script.py [args...]
        calipers snapshot PID
        calipers heap PID | calipers heap FILE
        calipers on PID | calipers off PID
+       calipers attach [--duration S] [-o FILE] [--cpu-only] PID
        calipers --version | --help
 
 Profile a Python program: time per line and per function, split into Python,
@@ -242,10 +243,31 @@ process of a `calipers run`) on or off, in all of its processes.  While
 off, nothing is credited to lines; the report says how long it was off.
 """
 
+ATTACH_HELP = """\
+usage: calipers attach [--duration S] [-o FILE] [--cpu-only] [--interval T] PID
+
+Profile a running Python process that calipers did not start: its time
+per line and, unless --cpu-only, its memory, from now until --duration
+seconds have passed (default: until Ctrl-C), then print the report as
+`calipers run` does.  The process goes on running, unchanged, after.
+
+calipers starts its engine inside the process, at its next Python
+instruction, with sys.remote_exec on Python 3.14 or later, through gdb
+before (gdb must be installed).  The process must run the same Python
+version as calipers, and be yours (or you root).  A process blocked in a
+long C call or a sleep is left alone with a one-line error.
+
+  --duration S     profile for S seconds (a number, or with a unit: 500ms)
+  -o, --outfile F  write the JSON profile to F (default:
+                   calipers-profile.json); -o - writes it to standard output
+  --cpu-only       time only: no allocator redirection in the process
+  --interval T     mean sampling interval (default 10ms)
+"""
+
 #: The commands' own help, for `calipers COMMAND --help` and `calipers help COMMAND`.
 HELP = {"run": RUN_HELP, "view": VIEW_HELP, "export": EXPORT_HELP, "diff": DIFF_HELP,
         "dump": DUMP_HELP, "snapshot": SNAPSHOT_HELP, "heap": HEAP_HELP,
-        "on": SWITCH_HELP,
+        "on": SWITCH_HELP, "attach": ATTACH_HELP,
         "off": SWITCH_HELP}
 
 
@@ -281,6 +303,27 @@ def say(stream, text):
         stream.flush()
     except (OSError, ValueError):  # a closed or broken stream: nowhere to say it
         pass
+
+
+
+def split_option(arg):
+    """An option word as (name, "=", value): `--name=value`, and `-oFILE`
+    as `-o=FILE`; any other word as (word, "", "")."""
+    name, eq, value = arg.partition("=")
+    if name.startswith("-o") and not name.startswith("--") and len(name) > 2:
+        name, eq, value = "-o", "=", arg[2:]
+    return name, eq, value
+
+
+def option_value(args, i, name, eq, value):
+    """The value of the option `name` found at args[i]: what followed its
+    "=", or else the next word.  Returns (value, the index of the last word
+    used)."""
+    if eq:
+        return value, i
+    if i + 1 >= len(args):
+        raise UsageError("%s: expected a value" % name)
+    return args[i + 1], i + 1
 
 
 def print_and_exit(text):
@@ -430,9 +473,7 @@ def parse_run(args):
             return opts, ("module", arg[2:]), args[i + 1:]
         if not arg.startswith("-") or arg == "-":
             break
-        name, eq, value = arg.partition("=")
-        if name.startswith("-o") and not name.startswith("--") and len(name) > 2:
-            name, eq, value = "-o", "=", arg[2:]
+        name, eq, value = split_option(arg)
         if name in ("-h", "--help"):
             print_and_exit(RUN_HELP)
         if name in flags and not eq:
@@ -440,11 +481,7 @@ def parse_run(args):
         elif name in ("--gpu", "--no-gpu") and not eq:
             opts["gpu"] = "on" if name == "--gpu" else "off"
         elif name in with_value:
-            if not eq:
-                i += 1
-                if i >= len(args):
-                    raise UsageError("%s: expected a value" % name)
-                value = args[i]
+            value, i = option_value(args, i, name, eq, value)
             key = with_value[name]
             if key == "interval":
                 opts[key] = parse_interval(value)
@@ -912,11 +949,7 @@ def view(args):
         if name == "--text" and not eq:
             opts["html"] = None
         elif name in ("--html", "--width", "--min-percent", "--max-rows", "--color"):
-            if not eq:
-                i += 1
-                if i >= len(args):
-                    raise UsageError("%s: expected a value" % name)
-                value = args[i]
+            value, i = option_value(args, i, name, eq, value)
             if name == "--html":
                 if not value:
                     raise UsageError("--html: expected a file name")
@@ -980,17 +1013,11 @@ def export(args):
     i = 0
     while i < len(args):
         arg = args[i]
-        name, eq, value = arg.partition("=")
-        if name.startswith("-o") and not name.startswith("--") and len(name) > 2:
-            name, eq, value = "-o", "=", arg[2:]
+        name, eq, value = split_option(arg)
         if name in ("-h", "--help"):
             print_and_exit(EXPORT_HELP)
         if name in ("--format", "-o", "--outfile"):
-            if not eq:
-                i += 1
-                if i >= len(args):
-                    raise UsageError("%s: expected a value" % name)
-                value = args[i]
+            value, i = option_value(args, i, name, eq, value)
             if name == "--format":
                 fmt = parse_format(value, name)
             elif not value:
@@ -1058,11 +1085,7 @@ def diff(args):
         if name == "--json" and not eq:
             as_json = True
         elif name in ("--by", "--sort", "--color", "--top", "--width", "--html"):
-            if not eq:
-                i += 1
-                if i >= len(args):
-                    raise UsageError("%s: expected a value" % name)
-                value = args[i]
+            value, i = option_value(args, i, name, eq, value)
             if name in DIFF_CHOICES:
                 if value not in DIFF_CHOICES[name]:
                     raise UsageError("%s: expected %s, not %r" % (
@@ -1162,7 +1185,7 @@ def control_dir(pid, command, children=False):
     st = os.fstat(fd)
     owners = {os.geteuid()}
     if os.geteuid() == 0:
-        owners.add(process_uid(pid))
+        owners.add(_common.process_uid(pid))
     if st.st_uid not in owners or st.st_mode & 0o022:
         os.close(fd)
         why = ("it belongs to uid %d, not to %s" % (st.st_uid, " or ".join(
@@ -1171,18 +1194,6 @@ def control_dir(pid, command, children=False):
         raise InputError("will not use the control directory of process %d, %s: %s"
                          % (pid, printable(run_dir), why), 1)
     return fd, config
-
-
-def process_uid(pid):
-    """The effective uid of process `pid` (-1 if it cannot be read)."""
-    try:
-        with open("/proc/%d/status" % pid, "rb") as f:
-            for line in f:
-                if line.startswith(b"Uid:"):
-                    return int(line.split()[2])
-    except (OSError, ValueError, IndexError):
-        pass
-    return -1
 
 
 def printable(text):
@@ -1333,6 +1344,79 @@ def switch(args, on):
     say(sys.stderr, "calipers: profiling of process %d is %s\n" % (pid, command))
 
 
+def attach(args):
+    """calipers attach PID: profile a running Python process (attach.py)."""
+    from calipers import _calipers
+    from calipers import attach as attachmod
+
+    opts = {"duration": None, "outfile": "calipers-profile.json", "cpu_only": False,
+            "interval": 0.01}
+    pid = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, value = split_option(arg)
+        if name in ("-h", "--help"):
+            print_and_exit(ATTACH_HELP)
+        if name in ("--duration", "-o", "--outfile", "--interval"):
+            value, i = option_value(args, i, name, eq, value)
+            if name == "--interval":
+                opts["interval"] = parse_interval(value)
+            elif name == "--duration":
+                try:
+                    raw = value.strip().lower()
+                    duration = (float(raw[:-2]) / 1000 if raw.endswith("ms")
+                                else float(raw[:-1] if raw.endswith("s") else raw))
+                except ValueError:
+                    raise UsageError("--duration: not a duration: %r (try 2 or 500ms)" % value)
+                if not (0 < duration < 1e7):
+                    raise UsageError("--duration: %s is out of range" % value)
+                opts["duration"] = duration
+            elif not value:
+                raise UsageError("%s: expected a file name" % name)
+            else:
+                opts["outfile"] = value
+        elif name == "--cpu-only" and not eq:
+            opts["cpu_only"] = True
+        elif arg.startswith("-"):
+            raise UsageError("unknown option %s (see calipers attach --help)" % arg)
+        elif pid is None:
+            if not (arg.isascii() and arg.isdigit()) or len(arg) > 10 or int(arg) < 1:
+                raise UsageError("calipers attach: %r is not a process id" % arg)
+            pid = int(arg)
+        else:
+            raise UsageError("calipers attach takes one process id, not %r too" % arg)
+        i += 1
+    if pid is None:
+        raise UsageError("usage: calipers attach [--duration S] [-o FILE] PID")
+    outfile = check_outfile(opts["outfile"], stdout=True)
+
+    def tell(text):
+        say(sys.stderr, text)
+
+    try:
+        text, _ = attachmod.attach(pid, opts["duration"],
+                                   0 if opts["cpu_only"] else DEFAULT_MEMORY_INTERVAL,
+                                   opts["interval"], tell)
+    except attachmod.AttachError as exc:
+        raise InputError(str(exc), 1)
+    if outfile == "-":
+        written = "standard output"
+        say(sys.stdout, text.decode("utf-8", "replace"))
+    else:
+        try:
+            _common.write_file(outfile, text)
+        except OSError as exc:
+            raise InputError("cannot write %s: %s" % (outfile, exc.strerror or exc), 1)
+        written = outfile
+    try:
+        report = _calipers.render_text(text, terminal_width(), _common.styled(2), 1.0, 300,
+                                       written)
+    except ValueError as exc:
+        raise InputError("process %d wrote a profile calipers cannot read: %s" % (pid, exc), 1)
+    say(sys.stderr, report)
+
+
 def main(argv=None):
     args = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -1363,6 +1447,9 @@ def main(argv=None):
             return
         if args[0] == "heap":
             heap(args[1:])
+            return
+        if args[0] == "attach":
+            attach(args[1:])
             return
         if args[0] in ("on", "off"):
             switch(args[1:], args[0] == "on")

@@ -400,6 +400,29 @@ class Heap:
             return owner.name is None or owner.type == "dict"
         return True
 
+    def _largest_data(self, n):
+        """The ``n`` data objects (``_is_data``) retaining the most."""
+        return [x for x in self.largest(max(50, 10 * n)) if self._is_data(x)][:n]
+
+    def summary_data(self, top=10, largest=5):
+        """summary() as data, the profile's ``heap`` member (docs/FORMAT.md;
+        the agent adds ``dump``, the file's path, and ``reason``): the ``top`` types by
+        retained bytes and the ``largest`` data objects, each with its
+        why_alive() path, as steps and on one line."""
+        i = self.info
+        types = [{"type": s.type, "count": s.count, "size_bytes": s.size,
+                  "retained_bytes": s.retained} for s in self.by_type()[:top]]
+        objects = []
+        for n in self._largest_data(largest):
+            path = self.why_alive(n) or []
+            objects.append({"type": n.type, "size_bytes": n.size, "retained_bytes": n.retained,
+                            "path": self.format_path(path),
+                            "steps": [{"object": d, "edge": e} for d, e in path]})
+        scan_s = (i.get("walk_seconds") or 0) + (i.get("analysis_seconds") or 0)
+        return {"objects": i["nodes"],
+                "shallow_bytes": self.total, "scan_s": round(scan_s, 6), "types": types,
+                "largest": objects}
+
     def summary(self, top=10, largest=5, width=100):
         """The terminal report's heap block: the ``top`` types by retained
         bytes, then the ``largest`` objects by retained bytes that are data
@@ -407,7 +430,7 @@ class Heap:
         everything below them), each with a shortest path from a root (why
         it is alive)."""
         lines = [self.format(top)]
-        big = [n for n in self.largest(max(50, 10 * largest)) if self._is_data(n)][:largest]
+        big = self._largest_data(largest)
         if big:
             lines.append("largest objects, not counting modules, classes and functions "
                          "(retained, size, why alive):")

@@ -8,6 +8,9 @@
 #include "cal_clock.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
 
 enum { CLOCK_PROF_ = 0, CLOCK_VIRT_ = 1, CLOCK_SCHED_ = 2, CLOCK_PERTHREAD_ = 4 };
 
@@ -83,4 +86,66 @@ int cal_clock_wait_thread_gone(int tid)
         nanosleep(&gap, NULL);
     }
     return 0;
+}
+
+/* Reads /proc/self/task/TID/NAME (the id written by hand: no snprintf
+   here) into buf, NUL-terminated.  Returns the bytes read, or -1. */
+static ssize_t read_task_file(int tid, const char *name, char *buf, size_t size)
+{
+    if (tid <= 0)
+        return -1;
+    char path[48] = "/proc/self/task/", digits[12];
+    size_t at = 16, n = 0;
+    for (unsigned v = (unsigned)tid; v; v /= 10)
+        digits[n++] = (char)('0' + v % 10);
+    while (n)
+        path[at++] = digits[--n];
+    path[at++] = '/';
+    for (size_t i = 0; name[i] && at < sizeof path - 1; i++)
+        path[at++] = name[i];
+    path[at] = '\0';
+    int saved = errno;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, buf, size - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    errno = saved;
+    if (got <= 0)
+        return -1;
+    buf[got] = '\0';
+    return got;
+}
+
+int cal_clock_thread_runnable(int tid)
+{
+    /* "TID (comm) STATE ...": the command (15 bytes at most) may hold
+       spaces and parentheses, so the state follows the last ')'; what comes
+       after it is numbers. */
+    char buf[64];
+    if (read_task_file(tid, "stat", buf, sizeof buf) < 0)
+        return -1;
+    const char *close_paren = strrchr(buf, ')');
+    if (!close_paren || close_paren[1] != ' ')
+        return -1;
+    return close_paren[2] == 'R';
+}
+
+int64_t cal_clock_thread_run_delay(int tid)
+{
+    char buf[96];
+    if (read_task_file(tid, "schedstat", buf, sizeof buf) < 0)
+        return -1;
+    /* "<run time ns> <run-queue delay ns> <timeslices>\n" */
+    const char *c = buf;
+    while (*c >= '0' && *c <= '9')
+        c++;
+    if (*c != ' ')
+        return -1;
+    c++;
+    if (*c < '0' || *c > '9')
+        return -1;
+    int64_t delay = 0;
+    for (; *c >= '0' && *c <= '9'; c++)
+        delay = delay * 10 + (*c - '0');
+    return delay;
 }

@@ -55,4 +55,17 @@ int64_t cal_clock_own_cpu_ns(void);
    resolving at the same point as that count drops. */
 int cal_clock_wait_thread_gone(int tid);
 
+/* How long the thread `tid` (of this process) has been runnable but not
+   running, in ns: the run-queue delay the scheduler accounts for it
+   (/proc/self/task/TID/schedstat's second field).  -1 if it cannot be
+   read (the thread is gone, or the kernel keeps no such figure).
+   Async-signal-safe; opens and closes a file (never keeps one). */
+int64_t cal_clock_thread_run_delay(int tid);
+
+/* Whether the thread `tid` (of this process) is runnable: running, or
+   waiting for a CPU (state R in /proc/self/task/TID/stat), as opposed to
+   sleeping, blocked or stopped.  1 or 0; -1 if it cannot be read.
+   Async-signal-safe; opens and closes a file. */
+int cal_clock_thread_runnable(int tid);
+
 #endif

@@ -27,21 +27,42 @@
  * theory of Lengauer and Tarjan, "A fast algorithm for finding dominators
  * in a flowgraph", TOPLAS 1(1), 1979):
  *   1. number the nodes in depth-first preorder from the virtual root
- *      (iteratively: an explicit stack and a cursor per node, so a chain of
- *      20M objects cannot overflow the C stack);
- *   2. in reverse preorder, each node's semidominator is the least
- *      semi[eval(v)] over its predecessors v, where eval (Lengauer-Tarjan's
- *      EVAL with path compression, iterative too) gives the vertex of least
- *      semidominator on the forest path above v; then the node is linked
- *      under its DFS parent;
+ *      (iteratively: a cursor per vertex, and the way back up is the DFS
+ *      parent, so a chain of 20M objects cannot overflow the C stack);
+ *   2. in reverse preorder, each vertex's semidominator is the least
+ *      eval(v) over its predecessors v, where eval (Lengauer-Tarjan's
+ *      EVAL with path compression, iterative too) gives the least
+ *      semidominator on the forest path above v (the value, not the
+ *      vertex holding it: only the value is read); then the vertex is
+ *      linked under its DFS parent;
  *   3. in preorder, idom(w) starts as w's DFS parent and climbs the
  *      already-final dominator tree while it is above semi(w): the nearest
  *      common ancestor of parent and semidominator.
- * Time O(E log N), in practice near linear; memory 28 bytes a node plus
- * the predecessor CSR (4 a node, 4 an edge), freed before the retained
- * sizes (8 a node) are allocated.
- * Retained sizes are then summed bottom-up in reverse preorder (a node's
- * dominator precedes it in preorder).
+ * Time O(E log N), in practice near linear.  Retained sizes are then
+ * summed bottom-up in reverse preorder (a node's dominator precedes it in
+ * preorder).
+ *
+ * The pass's memory.  Its peak is the scanner's (docs/INTERNALS.md,
+ * "Heap scanner"), so it holds four arrays of n + 1 indices and the
+ * predecessors, and each array serves in turn:
+ *   pre     node -> preorder number; in step 2 the forest's ancestors; at
+ *           the end the idom result, by node;
+ *   vertex  preorder number -> node, to the end;
+ *   parent  DFS parents; in step 3 the idoms, by preorder number;
+ *   poff    the DFS cursors; then the predecessors' offsets, by preorder
+ *           number: once vertex i's predecessors are read, poff[i + 1]
+ *           holds i's eval value (Lengauer-Tarjan's label);
+ *   preds   the predecessors, as preorder numbers (the virtual root is
+ *           each root's), one an edge and one a root: once read, their
+ *           space holds the semidominators (every vertex has one
+ *           predecessor at least, its DFS parent, so vertex i's slot,
+ *           np - m + i, is among those read by then).
+ * EVAL's stack is the path itself: its ancestor pointers reversed on the
+ * way up, and set to the tree's root on the way down.  The predecessors
+ * and offsets go before the idoms are written by node, and parent[]
+ * before the retained sizes (8 a node) are allocated: 16 bytes a node and
+ * 4 an edge at the most, on top of the graph (before: 36 a node and 4 an
+ * edge, in nine arrays).
  *
  * Shortest paths are a breadth-first search from the virtual root.
  */
@@ -92,6 +113,14 @@ size_t cal_heapgraph_bytes(const cal_heapgraph *g)
     return b;
 }
 
+/* Count `extra` bytes of temporaries beside the arrays in the peak. */
+static void note_peak(cal_heapgraph *g, size_t extra)
+{
+    size_t b = cal_heapgraph_bytes(g) + extra;
+    if (b > g->peak)
+        g->peak = b;
+}
+
 /* Grow a malloc'd array to `cap` elements of `elem` bytes.  0 or -1. */
 static int grow(void **p, size_t cap, size_t elem)
 {
@@ -128,6 +157,7 @@ static int rehash(cal_heapgraph *g, size_t cap)
             i = (i + 1) & mask;
         slots[i] = (uint32_t)k + 1;
     }
+    note_peak(g, cap * sizeof *slots); /* the old set and the new */
     free(g->slots);
     g->slots = slots;
     g->slots_cap = cap;
@@ -158,6 +188,7 @@ int cal_heapgraph_intern(cal_heapgraph *g, uint64_t addr, uint32_t *node, int *a
             grow((void **)&g->type, cap, 4) || grow((void **)&g->off, cap + 1, 4))
             return -1;
         g->cap = cap;
+        note_peak(g, 0);
     }
     uint32_t k = (uint32_t)g->n++;
     g->addr[k] = addr;
@@ -186,6 +217,7 @@ int cal_heapgraph_edge(cal_heapgraph *g, uint32_t to)
         if (cap == g->nedges || grow((void **)&g->edges, cap, 4))
             return -1;
         g->edges_cap = cap;
+        note_peak(g, 0);
     }
     g->edges[g->nedges++] = to;
     return 0;
@@ -239,6 +271,7 @@ int cal_heapgraph_add_root(cal_heapgraph *g, uint32_t node)
         if (grow((void **)&g->roots, cap, 4))
             return -1;
         g->roots_cap = cap;
+        note_peak(g, 0);
     }
     g->roots[g->nroots++] = node;
     return 0;
@@ -280,9 +313,9 @@ static void shrink(void **p, size_t *cap, size_t n, size_t elem)
     }
 }
 
-/* The graph is complete: give back the slack that growing by half left
-   in each array (a quarter of them on average; the hash set stays, for
-   lookups). */
+/* The nodes and edges are complete: give back the slack that growing by
+   half left in their arrays (a quarter of them on average; the hash set
+   stays, for lookups).  The roots are trimmed once complete. */
 static void trim(cal_heapgraph *g)
 {
     size_t cap = g->cap, c;
@@ -298,7 +331,6 @@ static void trim(cal_heapgraph *g)
         g->cap = g->n; /* a failed shrink leaves more, never less */
     }
     shrink((void **)&g->edges, &g->edges_cap, g->nedges, 4);
-    shrink((void **)&g->roots, &g->roots_cap, g->nroots, 4);
 }
 
 int cal_heapgraph_finish(cal_heapgraph *g, size_t first)
@@ -308,6 +340,7 @@ int cal_heapgraph_finish(cal_heapgraph *g, size_t first)
     if (!g->off && grow((void **)&g->off, 1, 4))
         return -1;
     g->off[g->n] = (uint32_t)g->nedges;
+    trim(g); /* before the temporaries below, not on top of them */
     uint8_t *seen = calloc(g->n ? g->n : 1, 1);
     uint32_t *queue = malloc((g->n ? g->n : 1) * sizeof *queue);
     if (!seen || !queue)
@@ -328,9 +361,10 @@ int cal_heapgraph_finish(cal_heapgraph *g, size_t first)
                 goto fail;
             reach(g, g->nroots - 1, seen, queue);
         }
+    note_peak(g, g->n * 5); /* seen[] and queue[] */
     free(seen);
     free(queue);
-    trim(g);
+    shrink((void **)&g->roots, &g->roots_cap, g->nroots, 4);
     return 0;
 fail:
     free(seen);
@@ -338,160 +372,201 @@ fail:
     return -1;
 }
 
-/* Lengauer-Tarjan's EVAL with path compression, iteratively: the vertex
-   of least semi on the forest path from v up to (not including) its
-   tree's root; v itself when v is a root.  `stack` holds m. */
-static uint32_t eval(uint32_t v, uint32_t *ancestor, uint32_t *label,
-                     const uint32_t *semi, uint32_t *stack)
+/* The analysis's temporary arrays: malloc'd, and counted in *tmp and in
+   the graph's peak while they live. */
+static void *tmp_alloc(cal_heapgraph *g, size_t *tmp, size_t count, size_t elem)
 {
-    if (ancestor[v] == NONE)
-        return v;
-    size_t top = 0;
-    for (uint32_t x = v; ancestor[ancestor[x]] != NONE; x = ancestor[x])
-        stack[top++] = x;
-    /* From the vertex nearest the root down to v: each takes its
-       ancestor's label if smaller, and skips to its ancestor's ancestor. */
-    while (top) {
-        uint32_t x = stack[--top], a = ancestor[x];
-        if (semi[label[a]] < semi[label[x]])
-            label[x] = label[a];
-        ancestor[x] = ancestor[a];
+    void *p = malloc((count ? count : 1) * elem);
+    if (p) {
+        *tmp += count * elem;
+        note_peak(g, *tmp);
     }
-    return label[v];
+    return p;
+}
+
+static void tmp_free(size_t *tmp, void *p, size_t count, size_t elem)
+{
+    if (p)
+        *tmp -= count * elem;
+    free(p);
+}
+
+/* Lengauer-Tarjan's EVAL with path compression, for a vertex j linked
+   into the forest (j > i, the vertex being processed: the vertices are
+   linked in reverse preorder, so "linked" is "after i").  It returns the
+   least semidominator on the forest path from j up to, not including,
+   its tree's root, and compresses the path: each vertex on it then points
+   at that root.  best[x] is the least semidominator of the vertices from
+   x up to, not including, ancestor[x] (Lengauer-Tarjan's label, as its
+   value).  The path is walked up with its ancestor pointers reversed, and
+   down again along them, so that no stack is needed. */
+static uint32_t eval(uint32_t j, uint32_t i, uint32_t *ancestor, uint32_t *best)
+{
+    uint32_t x = j, below = NONE;
+    while (ancestor[x] > i) { /* x's ancestor is linked: climb */
+        uint32_t a = ancestor[x];
+        ancestor[x] = below;
+        below = x;
+        x = a;
+    }
+    /* x is the last linked vertex of the path; root, its tree's root. */
+    uint32_t root = ancestor[x], above = best[x];
+    while (below != NONE) {
+        uint32_t y = below;
+        below = ancestor[y];
+        if (above < best[y])
+            best[y] = above;
+        above = best[y];
+        ancestor[y] = root;
+    }
+    return above;
 }
 
 int cal_heapgraph_dominators(cal_heapgraph *g)
 {
-    size_t n = g->n, m1 = n + 1; /* preorder numbers: 0 the virtual root */
-    int rc = -1;
+    size_t n = g->n, tmp = 0, npreds = g->nedges + g->nroots;
+    uint32_t m = 1; /* preorder numbers: 0 the virtual root */
     free(g->idom);
     free(g->retained);
-    g->retained = NULL; /* allocated once the temporaries below are freed */
-    g->idom = malloc((n ? n : 1) * sizeof *g->idom);
-    uint32_t *pre = malloc((n ? n : 1) * sizeof *pre);
-    uint32_t *vertex = malloc(m1 * 4), *parent = malloc(m1 * 4);
-    uint32_t *semi = malloc(m1 * 4), *label = malloc(m1 * 4);
-    uint32_t *ancestor = malloc(m1 * 4), *stack = malloc(m1 * 4);
-    uint32_t *poff = calloc(n + 1, 4), *preds = malloc((g->nedges ? g->nedges : 1) * 4);
-    if (!g->idom || !pre || !vertex || !parent || !semi || !label || !ancestor ||
-        !stack || !poff || !preds)
+    g->idom = NULL;
+    g->retained = NULL;
+    if (npreds > UINT32_MAX)
+        return -1;
+    /* Four arrays of n + 1 indices and the predecessors (one index an edge
+       and one a root) are all the pass holds at once: see the header
+       comment for what each holds in turn. */
+    uint32_t *pre = tmp_alloc(g, &tmp, n + 1, 4);
+    uint32_t *vertex = tmp_alloc(g, &tmp, n + 1, 4);
+    uint32_t *parent = tmp_alloc(g, &tmp, n + 1, 4);
+    uint32_t *poff = tmp_alloc(g, &tmp, n + 2, 4);
+    uint32_t *preds = NULL;
+    uint64_t *retained = NULL;
+    if (!pre || !vertex || !parent || !poff)
         goto fail;
 
-    /* 1. Depth-first preorder; semi holds each vertex's edge cursor. */
+    /* 1. Depth-first preorder, from the virtual root: poff[t] is vertex
+       t's cursor in its successors, and the path back is parent[]. */
+    uint32_t *cursor = poff;
     memset(pre, 0xff, n * sizeof *pre);
-    uint32_t m = 1;
-    size_t top = 0;
     vertex[0] = NONE;
     parent[0] = 0;
-    semi[0] = 0;
-    stack[top++] = 0;
-    while (top) {
-        uint32_t t = stack[top - 1], v = vertex[t];
+    cursor[0] = 0;
+    for (uint32_t t = 0;;) {
+        uint32_t v = vertex[t];
         const uint32_t *succ = t == 0 ? g->roots : g->edges + g->off[v];
         uint32_t len = t == 0 ? (uint32_t)g->nroots : g->off[v + 1] - g->off[v];
         uint32_t w = NONE;
-        while (semi[t] < len && w == NONE) {
-            uint32_t c = succ[semi[t]++];
+        while (cursor[t] < len && w == NONE) {
+            uint32_t c = succ[cursor[t]++];
             if (pre[c] == NONE)
                 w = c;
         }
-        if (w == NONE) {
-            top--;
-            continue;
+        if (w != NONE) {
+            pre[w] = m;
+            vertex[m] = w;
+            parent[m] = t;
+            cursor[m] = 0;
+            t = m++;
+        } else if (t != 0) {
+            t = parent[t];
+        } else {
+            break;
         }
-        pre[w] = m;
-        vertex[m] = w;
-        parent[m] = t;
-        semi[m] = 0;
-        stack[top++] = m++;
     }
+
+    /* Predecessors by preorder number, as CSR: the virtual root is one of
+       each root's.  Counted into poff[t], summed, then each written at
+       --poff[t], so that poff[t] ends as the start of t's and poff[t + 1]
+       as its end. */
+    memset(poff, 0, ((size_t)m + 1) * sizeof *poff);
     for (size_t r = 0; r < g->nroots; r++)
-        if (pre[g->roots[r]] != NONE)
-            pre[g->roots[r]] |= ROOT_BIT;
-
-    /* Predecessors (reachable ones only), as CSR. */
+        poff[pre[g->roots[r]]]++;
     for (size_t v = 0; v < n; v++)
         if (pre[v] != NONE)
             for (uint32_t e = g->off[v]; e < g->off[v + 1]; e++)
-                poff[g->edges[e] + 1]++;
-    for (size_t v = 0; v < n; v++)
-        poff[v + 1] += poff[v];
-    uint32_t *fill = g->idom; /* scratch: next free slot per node */
-    memcpy(fill, poff, n * 4);
+                poff[pre[g->edges[e]]]++;
+    for (uint32_t t = 1; t < m; t++)
+        poff[t] += poff[t - 1];
+    uint32_t np = poff[m - 1];
+    poff[m] = np;
+    preds = tmp_alloc(g, &tmp, np, 4);
+    if (!preds)
+        goto fail;
+    for (size_t r = 0; r < g->nroots; r++)
+        preds[--poff[pre[g->roots[r]]]] = 0;
     for (size_t v = 0; v < n; v++)
         if (pre[v] != NONE)
             for (uint32_t e = g->off[v]; e < g->off[v + 1]; e++)
-                preds[fill[g->edges[e]]++] = (uint32_t)v;
+                preds[--poff[pre[g->edges[e]]]] = pre[v];
 
-    /* 2. Semidominators, in reverse preorder. */
-    for (uint32_t i = 0; i < m; i++) {
-        semi[i] = i;
-        label[i] = i;
-        ancestor[i] = NONE;
-    }
+    /* 2. Semidominators, in reverse preorder.  Vertex i's predecessors
+       are read once, when i is processed; after, that part of preds and
+       poff[i + 1] are free, and hold i's semidominator (at
+       preds[np - m + i]: every vertex but the virtual root has a
+       predecessor, its DFS parent, so that slot is past poff[i]) and
+       best(i) (at poff[i + 1]).  pre[] is done with: it holds the
+       ancestors in the forest (read only for linked vertices). */
+    uint32_t *ancestor = pre, *best = poff + 1;
+    size_t semi = (size_t)np - m; /* i's at preds[semi + i] (mod 2^64) */
     for (uint32_t i = m - 1; i >= 1; i--) {
-        uint32_t w = vertex[i];
-        uint32_t s = (pre[w] & ROOT_BIT) ? 0 : semi[i];
-        for (uint32_t k = poff[w]; k < poff[w + 1] && s; k++) {
-            uint32_t j = pre[preds[k]] & ~ROOT_BIT;
-            uint32_t u = eval(j, ancestor, label, semi, stack);
-            if (semi[u] < s)
-                s = semi[u];
+        uint32_t s = i;
+        for (uint32_t k = poff[i], end = poff[i + 1]; k < end && s; k++) {
+            uint32_t j = preds[k];
+            uint32_t u = j > i ? eval(j, i, ancestor, best) : j;
+            if (u < s)
+                s = u;
         }
-        semi[i] = s;
+        preds[semi + i] = s;
+        best[i] = s;
         ancestor[i] = parent[i]; /* link */
     }
 
     /* 3. Immediate dominators (in parent[], in place), in preorder. */
     for (uint32_t i = 1; i < m; i++)
-        while (parent[i] > semi[i])
+        while (parent[i] > preds[semi + i])
             parent[i] = parent[parent[i]];
 
-    /* The retained sizes need only vertex[] and parent[]: the rest goes
-       first, so that the pass's peak is not the results' 8 bytes a node
-       more. */
-    free(pre);
-    free(semi);
-    free(label);
-    free(ancestor);
-    free(stack);
-    free(poff);
-    free(preds);
-    pre = semi = label = ancestor = stack = poff = preds = NULL;
-    g->retained = malloc((n ? n : 1) * sizeof *g->retained);
-    if (!g->retained)
+    /* The results, by node: idom takes pre[]'s array, and the retained
+       sizes are allocated once only vertex[] is left beside it. */
+    tmp_free(&tmp, preds, np, 4);
+    tmp_free(&tmp, poff, n + 2, 4);
+    preds = poff = NULL;
+    uint32_t *idom = pre;
+    for (size_t v = 0; v < n; v++)
+        idom[v] = CAL_HEAP_NONE;
+    for (uint32_t i = 1; i < m; i++)
+        idom[vertex[i]] = parent[i] == 0 ? CAL_HEAP_ROOT : vertex[parent[i]];
+    tmp_free(&tmp, parent, n + 1, 4);
+    parent = NULL;
+    retained = tmp_alloc(g, &tmp, n, 8);
+    if (!retained)
         goto fail;
-    for (size_t v = 0; v < n; v++) {
-        g->idom[v] = CAL_HEAP_NONE;
-        g->retained[v] = 0;
-    }
-    for (uint32_t i = 1; i < m; i++) {
+    memset(retained, 0, n * sizeof *retained);
+    for (uint32_t i = 1; i < m; i++)
+        retained[vertex[i]] = g->size[vertex[i]];
+    for (uint32_t i = m - 1; i >= 1; i--) {
         uint32_t v = vertex[i];
-        g->idom[v] = parent[i] == 0 ? CAL_HEAP_ROOT : vertex[parent[i]];
-        g->retained[v] = g->size[v];
+        if (idom[v] != CAL_HEAP_ROOT)
+            retained[idom[v]] += retained[v];
     }
-    for (uint32_t i = m - 1; i >= 1; i--)
-        if (parent[i] != 0)
-            g->retained[vertex[parent[i]]] += g->retained[vertex[i]];
-    rc = 0;
+    free(vertex);
+    if (n) {
+        uint32_t *fit = realloc(idom, n * sizeof *idom); /* drop the n + 1th */
+        if (fit)
+            idom = fit;
+    }
+    g->idom = idom;
+    g->retained = retained;
+    return 0;
 
-fail: /* rc is still -1: the results go too */
+fail:
     free(pre);
     free(vertex);
     free(parent);
-    free(semi);
-    free(label);
-    free(ancestor);
-    free(stack);
     free(poff);
     free(preds);
-    if (rc != 0) {
-        free(g->idom);
-        free(g->retained);
-        g->idom = NULL;
-        g->retained = NULL;
-    }
-    return rc;
+    free(retained);
+    return -1;
 }
 
 int cal_heapgraph_path(const cal_heapgraph *g, uint32_t target, uint32_t **path,

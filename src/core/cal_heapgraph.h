@@ -44,6 +44,10 @@ typedef struct cal_heapgraph {
     /* cal_heapgraph_dominators' results (NULL before) */
     uint32_t *idom;     /* immediate dominator, CAL_HEAP_ROOT or _NONE */
     uint64_t *retained; /* bytes freed if the node went (0 if unreached) */
+    /* The most bytes the arrays above and the temporaries of
+       cal_heapgraph_finish and _dominators took at once (a realloc's
+       moment with both copies aside): the scanner's peak. */
+    size_t peak;
 } cal_heapgraph;
 
 void cal_heapgraph_init(cal_heapgraph *g);
@@ -86,7 +90,9 @@ int cal_heapgraph_finish(cal_heapgraph *g, size_t first);
 
 /* The dominator tree (idom) and the retained sizes, from the virtual
    root.  Iterative semi-NCA (see the .c file): time O(E log N), memory
-   about 28 bytes per node and 4 per edge besides the results.  0 or -1. */
+   16 bytes a node and 4 an edge (and 4 a root) at the most, besides the
+   graph, results included.  0, or -1 when out of memory or when the
+   edges and roots are more than UINT32_MAX. */
 int cal_heapgraph_dominators(cal_heapgraph *g);
 
 /* A shortest path from the virtual root to `target`: *path (malloc'd,

@@ -165,6 +165,12 @@ void cal_json_null(cal_json *j)
     cal_buf_puts(j->out, "null");
 }
 
+void cal_json_raw(cal_json *j, const char *json)
+{
+    before_value(j);
+    cal_buf_puts(j->out, json);
+}
+
 void cal_json_seconds(cal_json *j, int64_t ns)
 {
     before_value(j);

@@ -41,6 +41,10 @@ void cal_json_seconds(cal_json *j, int64_t ns);
 /* A number with a fixed count of decimals (0..9). */
 void cal_json_fixed(cal_json *j, double v, int decimals);
 
+/* A value already written as JSON (one line), put as it is: the caller
+   vouches that it is one valid JSON value. */
+void cal_json_raw(cal_json *j, const char *json);
+
 /* Escape `s` as a JSON string body (no quotes) into `out`. */
 void cal_json_escape(cal_buf *out, const char *s);
 

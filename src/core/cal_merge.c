@@ -53,6 +53,7 @@ static void times_of(const cal_jv *obj, cal_times *t)
     t->waiting_ns = ns_of(obj, "waiting_s");
     t->samples = int_of(obj, "samples");
     t->gc_ns = ns_of(obj, "gc_s");
+    t->preempted_ns = ns_of(obj, "preempted_s");
 }
 
 static void volume_add(cal_volume *v, const cal_jv *obj)

@@ -253,6 +253,7 @@ void cal_times_add(cal_times *dst, const cal_times *src)
     dst->waiting_ns += src->waiting_ns;
     dst->samples += src->samples;
     dst->gc_ns += src->gc_ns;
+    dst->preempted_ns += src->preempted_ns;
 }
 
 int64_t cal_times_cpu(const cal_times *t)

@@ -32,9 +32,12 @@ typedef struct cal_times {
     int64_t system_ns;
     int64_t waiting_ns;
     int64_t samples;
-    int64_t gc_ns; /* of the CPU time (python + native + system), the part
-                      spent in the cyclic garbage collector: not a fifth
-                      kind, a label on the other three (cal_gc.h) */
+    int64_t gc_ns;        /* of the CPU time (python + native + system), the part
+                             spent in the cyclic garbage collector: not a fifth
+                             kind, a label on the other three (cal_gc.h) */
+    int64_t preempted_ns; /* of the waiting, the part the thread was
+                             runnable but had no CPU (the scheduler's run
+                             queue); the rest of it was blocked */
 } cal_times;
 
 /* Allocation and copy volume (estimates from byte sampling, in bytes). */

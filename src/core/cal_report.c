@@ -149,6 +149,8 @@ static void json_times_fields(cal_json *j, const cal_times *t)
     cal_json_int(j, t->samples);
     cal_json_key(j, "gc_s");
     cal_json_seconds(j, t->gc_ns);
+    cal_json_key(j, "preempted_s");
+    cal_json_seconds(j, t->preempted_ns);
 }
 
 static void json_times_object(cal_json *j, const char *key, const cal_times *t)
@@ -669,7 +671,7 @@ static void json_source(cal_json *j, const cal_profile *p, const size_t *li, siz
     cal_buf_free(&text);
 }
 
-static void json_files(cal_json *j, const cal_profile *p)
+static void json_files(cal_json *j, const cal_profile *p, int no_source)
 {
     size_t nl = cal_profile_nlines(p), nf = cal_profile_nfuncs(p);
     size_t *li = sorted_index(p, nl, cmp_line);
@@ -740,7 +742,12 @@ static void json_files(cal_json *j, const cal_profile *p)
             cal_json_object_end(j);
         }
         cal_json_array_end(j);
-        json_source(j, p, li, a0, a, fi, b0, b, path, &budget);
+        if (no_source) {
+            cal_json_key(j, "source");
+            cal_json_null(j);
+        } else {
+            json_source(j, p, li, a0, a, fi, b0, b, path, &budget);
+        }
         cal_json_object_end(j);
     }
 done:
@@ -1003,10 +1010,14 @@ void cal_report_json(const cal_profile *p, const cal_meta *m, cal_buf *out)
     }
     cal_json_array_end(&j);
 
-    json_files(&j, p);
+    json_files(&j, p, m->no_source);
     json_leaks(&j, p);
     json_stacks(&j, p);
     cal_atypes_json(&j, p);
+    if (m->heap_json) {
+        cal_json_key(&j, "heap");
+        cal_json_raw(&j, m->heap_json);
+    }
 
     cal_buf notes;
     cal_buf_init(&notes);

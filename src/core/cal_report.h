@@ -42,6 +42,13 @@ typedef struct cal_meta {
         torn; /* free-threaded: samples dropped, their stack changing under the read */
     const char *const *notes; /* the owner's own notes, appended as they are */
     size_t nnotes;
+    /* The heap at exit (calipers run --heap-at-exit): its summary as one
+       JSON object, the profile's "heap" (docs/FORMAT.md), built and checked
+       by the caller; NULL: no "heap" member. */
+    const char *heap_json;
+    /* A part, for the main process to merge (cal_merge.c reads no source):
+       each file's "source" is null, its file not read. */
+    int no_source;
 } cal_meta;
 
 /* Why a profile is empty or thin, as sentences that say what to change.

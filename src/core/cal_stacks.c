@@ -264,8 +264,13 @@ int cal_stacks_pruned(const cal_stacks *s, size_t max_nodes, cal_stacks *out,
         }
         if (to[i] == CAL_STACKS_NONE)
             goto fail;
-        cal_times t = {nd->python_ns,  nd->native_ns, nd->system_ns,
-                       nd->waiting_ns, nd->samples,   0};
+        cal_times t = {nd->python_ns,
+                       nd->native_ns,
+                       nd->system_ns,
+                       nd->waiting_ns,
+                       nd->samples,
+                       0,
+                       0};
         cal_volume v = {nd->alloc_python, nd->alloc_native, nd->copied,
                         nd->alloc_samples};
         cal_stacks_add_times(out, to[i], &t, !keep[i]);

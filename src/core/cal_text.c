@@ -35,14 +35,15 @@
 
 typedef struct times {
     double py, nat, sys, wait;
-    double gc; /* of py + nat + sys, in the garbage collector */
+    double gc;   /* of py + nat + sys, in the garbage collector */
+    double runq; /* of wait, runnable with no CPU (preempted); the rest blocked */
 } times;
 
 static times get_times(const cal_jv *o)
 {
     times t = {cal_jv_getnum(o, "python_s", 0), cal_jv_getnum(o, "native_s", 0),
                cal_jv_getnum(o, "system_s", 0), cal_jv_getnum(o, "waiting_s", 0),
-               cal_jv_getnum(o, "gc_s", 0)};
+               cal_jv_getnum(o, "gc_s", 0),     cal_jv_getnum(o, "preempted_s", 0)};
     return t;
 }
 
@@ -359,6 +360,7 @@ typedef struct report {
     int gpu;          /* the GPU was sampled */
     int summed;       /* several threads or processes: their times add up */
     int gc;           /* the garbage collector took enough time to show per line */
+    int runq;         /* threads waited for a CPU long enough to show per line */
 } report;
 
 /* A line's share of the program: the larger of its share of time and of
@@ -478,6 +480,9 @@ static void header(report *r)
                    "system %s), waiting %.2f\x01s",
                    what, r->wall, cpu, *py ? py : "0%", *nat ? nat : "0%",
                    *sys ? sys : "0%", t.wait);
+    if (t.runq >= 0.005) /* what rounds to 0.00s is not a split worth showing */
+        cal_buf_printf(&h, " (blocked %.2f\x01s, preempted %.2f\x01s)", t.wait - t.runq,
+                       t.runq);
     size_t nthreads = cal_jv_len(cal_jv_get(r->root, "threads"));
     size_t nprocs = cal_jv_len(cal_jv_get(r->root, "processes"));
     if (nthreads > 1)
@@ -536,6 +541,7 @@ enum {
     C_SPLIT,
     C_KINDS,
     C_GC,
+    C_RUNQ,
     C_ALLOC,
     C_PYPCT,
     C_HELD,
@@ -556,6 +562,7 @@ static const struct {
     {"split", 11},
     {"    py  nat  sys wait", 21},
     {"gc", 8},
+    {"preempt", 8},
     {"alloc", 8},
     {"py%", 5},
     {"held", 8},
@@ -578,9 +585,11 @@ static void choose_columns(const report *r, int any_copy, int on[NCOL])
     for (int c = 0; c < NCOL; c++)
         on[c] = c < C_ALLOC || (c < C_GPU && r->memory) || (c >= C_GPU && r->gpu);
     on[C_GC] = r->gc;
+    on[C_RUNQ] = r->runq;
     if (!any_copy)
         on[C_COPY] = 0;
-    static const int drop[] = {C_KINDS, C_SPARK, C_COPY, C_HELD, C_GC, C_PYPCT, C_GMEM};
+    static const int drop[] = {C_KINDS, C_SPARK, C_COPY,  C_HELD,
+                               C_RUNQ,  C_GC,    C_PYPCT, C_GMEM};
     for (size_t k = 0; k < sizeof drop / sizeof *drop; k++) {
         int used = 2;
         for (int c = 0; c < NCOL; c++)
@@ -655,6 +664,13 @@ static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv 
     if (on[C_GC]) {
         if (t.gc >= 0.005) /* what rounds to 0.00s is left blank */
             human_seconds(a, sizeof a, t.gc);
+        else
+            a[0] = '\0';
+        cal_buf_printf(r->out, "%8s", a);
+    }
+    if (on[C_RUNQ]) {
+        if (t.runq >= 0.005)
+            human_seconds(a, sizeof a, t.runq);
         else
             a[0] = '\0';
         cal_buf_printf(r->out, "%8s", a);
@@ -1026,7 +1042,7 @@ static void files_tables(report *r)
             prev = no;
             const cal_jv *ln = find_line(file, no);
             const cal_jv *mem = cal_jv_get(ln, "memory");
-            times t = ln ? get_times(ln) : (times){0, 0, 0, 0, 0};
+            times t = ln ? get_times(ln) : (times){0, 0, 0, 0, 0, 0};
             cells(r, on, no, t, mem, cal_jv_get(mem, "timeline"),
                   cal_jv_get(ln, "gpu"));
             const char *text = source_text(file, no);
@@ -1233,13 +1249,14 @@ static void legend(report *r)
     cal_buf_puts(r->out, "          split: ");
     static const char *const names[4] = {"Python", "native", "system", "waiting"};
     for (int k = 0; k < 4; k++) {
-        times t = {k == 0, k == 1, k == 2, k == 3, 0};
+        times t = {k == 0, k == 1, k == 2, k == 3, 0, 0};
         add_split(r->out, t, 1, r->tty);
         cal_buf_printf(r->out, " %s%s", names[k], k < 3 ? "  " : "\n");
     }
 }
 
 #define GC_COLUMN 0.01
+#define RUNQ_COLUMN 0.05
 
 void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out)
 {
@@ -1257,6 +1274,9 @@ void cal_view_text(const cal_jv *root, const cal_view_opts *o, cal_buf *out)
                cal_jv_len(cal_jv_get(root, "processes")) > 1;
     /* The GC column: where the collector took at least GC_COLUMN of the CPU. */
     r.gc = run.gc >= GC_COLUMN * t_cpu(run) && run.gc > 0;
+    /* The preempted column: where threads waited for a CPU RUNQ_COLUMN of
+       all their time. */
+    r.runq = run.runq >= RUNQ_COLUMN * r.time_all && run.runq > 0;
     const cal_jv *mem = cal_jv_get(sum, "memory");
     r.memory = cal_jv_is(mem, CAL_JOBJ);
     const cal_jv *gpu = cal_jv_get(sum, "gpu");

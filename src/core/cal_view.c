@@ -22,7 +22,8 @@
  * +-2^53, an index is not negative, a duration at most 10^9 s).  Members
  * are required as the schema requires them, except those added after the
  * first readers of calipers/1 (the processes, a thread's process, the GPU
- * records), which older profiles lack.  Members not described here are
+ * records, the collector, the allocated types, the heap at exit), which
+ * older profiles lack.  Members not described here are
  * ignored: a newer calipers/1 may add some.  Duplicate member names and NUL
  * in member names were already refused by the parser (cal_jsonr.c), so C
  * and a browser read the same member.
@@ -89,10 +90,9 @@ static const cal_jshape TIMELINE = {.types = CAL_JT_ARR, .items = &POINT};
 /* ---- records ------------------------------------------------------------- */
 
 static const cal_jmember TIMES_M[] = {
-    {"python_s", 1, &SECONDS}, {"native_s", 1, &SECONDS},
-    {"system_s", 1, &SECONDS}, {"waiting_s", 1, &SECONDS},
-    {"samples", 1, &COUNT},    {"gc_s", 0, &SECONDS},
-    {NULL, 0, NULL},
+    {"python_s", 1, &SECONDS},    {"native_s", 1, &SECONDS}, {"system_s", 1, &SECONDS},
+    {"waiting_s", 1, &SECONDS},   {"samples", 1, &COUNT},    {"gc_s", 0, &SECONDS},
+    {"preempted_s", 0, &SECONDS}, {NULL, 0, NULL},
 };
 static const cal_jshape TIMES = {.types = CAL_JT_OBJ, .members = TIMES_M};
 
@@ -415,6 +415,82 @@ static const cal_jmember STACKS_M[] = {
 };
 static const cal_jshape STACKS = {.types = CAL_JT_OBJ, .members = STACKS_M};
 
+/* ---- allocated types, the heap at exit ------------------------------------- */
+
+static const cal_jshape OBJECTS = {.types = CAL_JT_NUM, .max = MAX_BYTES};
+static const cal_jshape FRACTION_OR_NULL = {.types = CAL_JT_NUM | CAL_JT_NULL,
+                                            .max = 1};
+static const cal_jshape LIFETIME_BYTES = {.types = CAL_JT_NUM | CAL_JT_NULL,
+                                          .max = MAX_BYTES};
+/* Read as one figure per type and per line: the histograms are not read. */
+#define ATYPE_FIGURES                                                                  \
+    {"samples", 1, &COUNT}, {"bytes", 1, &BYTES}, {"objects", 1, &OBJECTS},            \
+        {"died_young_bytes", 1, &BYTES}, {"survived_bytes", 1, &BYTES},                \
+        {"alive_end_bytes", 1, &BYTES}, {"untracked_bytes", 1, &BYTES},                \
+        {"survived_fraction", 1, &FRACTION_OR_NULL},                                   \
+        {"median_lifetime_bytes", 1, &LIFETIME_BYTES},                                 \
+    {                                                                                  \
+        "median_lifetime_s", 1, &SECONDS_OR_NULL                                       \
+    }
+static const cal_jmember ATYPE_M[] = {
+    {"type", 1, &STR}, ATYPE_FIGURES, {NULL, 0, NULL}};
+static const cal_jshape ATYPE = {.types = CAL_JT_OBJ, .members = ATYPE_M};
+static const cal_jshape ATYPES = {.types = CAL_JT_ARR, .items = &ATYPE};
+static const cal_jmember ATYPE_OF_LINE_M[] = {
+    {"type", 1, &STR},    {"samples", 1, &COUNT},
+    {"bytes", 1, &BYTES}, {"survived_bytes", 1, &BYTES},
+    {NULL, 0, NULL},
+};
+static const cal_jshape ATYPE_OF_LINE = {.types = CAL_JT_OBJ,
+                                         .members = ATYPE_OF_LINE_M};
+static const cal_jshape ATYPES_OF_LINE = {.types = CAL_JT_ARR, .items = &ATYPE_OF_LINE};
+static const cal_jmember ATYPE_LINE_M[] = {
+    {"file", 1, &STR}, {"line", 1, &LINE_NO}, {"types", 1, &ATYPES_OF_LINE},
+    ATYPE_FIGURES,     {NULL, 0, NULL},
+};
+static const cal_jshape ATYPE_LINE = {.types = CAL_JT_OBJ, .members = ATYPE_LINE_M};
+static const cal_jshape ATYPE_LINES = {.types = CAL_JT_ARR, .items = &ATYPE_LINE};
+static const cal_jmember ALLOCATED_TYPES_M[] = {
+    {"gc_collections", 1, &COUNT},
+    {"types", 1, &ATYPES},
+    {"lines", 1, &ATYPE_LINES},
+    {NULL, 0, NULL},
+};
+static const cal_jshape ALLOCATED_TYPES = {.types = CAL_JT_OBJ,
+                                           .members = ALLOCATED_TYPES_M};
+
+static const cal_jmember HEAP_TYPE_M[] = {
+    {"type", 1, &STR},         {"count", 1, &COUNT},
+    {"size_bytes", 1, &BYTES}, {"retained_bytes", 1, &BYTES},
+    {NULL, 0, NULL},
+};
+static const cal_jshape HEAP_TYPE = {.types = CAL_JT_OBJ, .members = HEAP_TYPE_M};
+static const cal_jshape HEAP_TYPES = {.types = CAL_JT_ARR, .items = &HEAP_TYPE};
+static const cal_jmember HEAP_STEP_M[] = {
+    {"object", 1, &STR},
+    {"edge", 1, &STR_OR_NULL},
+    {NULL, 0, NULL},
+};
+static const cal_jshape HEAP_STEP = {.types = CAL_JT_OBJ, .members = HEAP_STEP_M};
+static const cal_jshape HEAP_STEPS = {.types = CAL_JT_ARR, .items = &HEAP_STEP};
+static const cal_jmember HEAP_OBJECT_M[] = {
+    {"type", 1, &STR}, {"size_bytes", 1, &BYTES}, {"retained_bytes", 1, &BYTES},
+    {"path", 1, &STR}, {"steps", 1, &HEAP_STEPS}, {NULL, 0, NULL},
+};
+static const cal_jshape HEAP_OBJECT = {.types = CAL_JT_OBJ, .members = HEAP_OBJECT_M};
+static const cal_jshape HEAP_OBJECTS = {.types = CAL_JT_ARR, .items = &HEAP_OBJECT};
+static const cal_jmember HEAP_M[] = {
+    {"dump", 1, &STR},
+    {"reason", 1, &STR},
+    {"objects", 1, &COUNT},
+    {"shallow_bytes", 1, &BYTES},
+    {"scan_s", 1, &SECONDS},
+    {"types", 1, &HEAP_TYPES},
+    {"largest", 1, &HEAP_OBJECTS},
+    {NULL, 0, NULL},
+};
+static const cal_jshape HEAP = {.types = CAL_JT_OBJ, .members = HEAP_M};
+
 /* ---- the document ---------------------------------------------------------- */
 
 static const cal_jmember PROFILE_M[] = {
@@ -423,7 +499,8 @@ static const cal_jmember PROFILE_M[] = {
     {"summary", 1, &SUMMARY}, {"processes", 0, &PROCESSES},
     {"threads", 1, &THREADS}, {"files", 1, &FILES},
     {"leaks", 1, &LEAKS},     {"notes", 1, &STRINGS},
-    {"stacks", 0, &STACKS},   {NULL, 0, NULL},
+    {"stacks", 0, &STACKS},   {"allocated_types", 0, &ALLOCATED_TYPES},
+    {"heap", 0, &HEAP},       {NULL, 0, NULL},
 };
 static const cal_jshape PROFILE = {.types = CAL_JT_OBJ, .members = PROFILE_M};
 

@@ -1,6 +1,7 @@
 /* gcstats — see gcstats.h. */
 #include "gcstats.h"
 
+#include "cal_clock.h"
 #include "pyinternals.h"
 #include "session.h"
 
@@ -82,8 +83,19 @@ void calx_gcstats_tick_sigsafe(PyInterpreterState *interp, const PyThreadState *
         return;
     }
     int gen = generation_of(&s);
+    int64_t all = 0;
+    for (int i = 0; i < CALX_GC_GENERATIONS; i++)
+        all += s.collections[i];
+    /* A generation's count of collections grows only when one ends, so
+       the same counts mean no collection ended in between: the same one.
+       Its own generation's count is not enough: in a young collection's
+       first instructions, before the counts are updated, a young
+       collection right after a full one reads as the oldest generation,
+       and the next full collection, with the same count of full ones,
+       was taken for it (3.14, CI: "at least 43.5 ms" for a 42.4 ms
+       collection, the young one's start included). */
     if (last_tick.ticks > 0 && last_tick.generation == gen &&
-        last_tick.id == s.collections[gen]) {
+        last_tick.id == s.collections[gen] && last_tick.all == all) {
         /* The same collection, still running: seen by the previous tick,
            or by an earlier one (between them the thread was not found
            collecting: on the free-threaded build a collector waiting for
@@ -91,10 +103,16 @@ void calx_gcstats_tick_sigsafe(PyInterpreterState *interp, const PyThreadState *
         last_tick.ticks++;
         last_tick.running = 1;
     } else {
+        /* Its first moment seen is read after the state, its last (below)
+           is the tick's, read before: between them it surely ran, and the
+           span is a lower bound of its length even when this thread was
+           preempted between the tick's clock and the read (CI, 3.10: a
+           40.05 ms collection read "at least 41.01 ms"). */
         last_tick = (calx_gc_tick){.running = 1,
                                    .generation = gen,
                                    .id = s.collections[gen],
-                                   .first = now,
+                                   .all = all,
+                                   .first = cal_clock_now_ns(),
                                    .ticks = 1,
                                    .collected = s.collected[gen],
                                    .uncollectable = s.uncollectable[gen]};
@@ -113,7 +131,7 @@ void calx_gcstats_seen(const calx_gc_tick *tick, uint32_t file, int32_t line,
     cal_gc_seen seen = {
         .generation = gen,
         .start_ns = tick->first - calx_session_origin(),
-        .span_ns = tick->last - tick->first,
+        .span_ns = tick->last > tick->first ? tick->last - tick->first : 0,
         .ticks = tick->ticks,
         .line = file == CAL_PROFILE_NONE
                     ? CAL_PROFILE_NONE

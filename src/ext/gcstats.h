@@ -43,6 +43,7 @@ typedef struct calx_gc_tick {
     int running;    /* the collector was running in that thread */
     int generation; /* being collected (from the counts), or -1 */
     int64_t id;     /* that generation's collections before this one */
+    int64_t all;    /* every generation's collections before this one */
     int64_t first;  /* cal_clock_now_ns of the first tick that saw it */
     int64_t last;   /* ... and of this one */
     int64_t ticks;  /* ticks that saw it, this one included */

@@ -264,6 +264,9 @@ static calx_heap *heap_of_file(cal_heapfile *f)
     if (cal_heapgraph_dominators(&h->g) != 0)
         goto fail;
     h->analysis_s = now_s() - t0;
+    /* The graph's peak, the dominator pass's, as a scan counts it (the
+       decoder's own buffers are not counted). */
+    h->peak_bytes = h->g.peak + h->ntypes * sizeof(type_info);
     return h;
 fail:
     calx_heap_free(h);

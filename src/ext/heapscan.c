@@ -728,23 +728,26 @@ PyObject *calx_heap_scan(PyObject *self, PyObject *args)
     guard = calx_runtime_guard_enter();
     if (rc != 0)
         goto done;
+    /* The walk's peak: the graph's then, and the largest batch of
+       children beside it (both at their most, so at most this).  The
+       buffer goes before the graph is finished. */
+    size_t walked = s.h->g.peak + s.buf_cap * sizeof *s.buf;
+    free(s.buf);
+    s.buf = NULL;
+    s.buf_cap = 0;
     t0 = now_s();
-    size_t walked = cal_heapgraph_bytes(&s.h->g);
     if (cal_heapgraph_finish(&s.h->g, first) != 0 ||
         cal_heapgraph_dominators(&s.h->g) != 0) {
         PyErr_NoMemory();
         goto done;
     }
     s.h->analysis_s = now_s() - t0;
-    /* The most the graph took at once: while walking and finishing (its
-       arrays before they were trimmed, the largest batch of children, and
-       a byte and an index a node), or while the
-       dominators were computed (what is kept but the retained sizes, made
-       last, and eight indices a node and one an edge: cal_heapgraph.c). */
-    size_t n = s.h->g.n, kept = cal_heapgraph_bytes(&s.h->g);
-    size_t finishing = walked + s.buf_cap * 8 + n * 5,
-           dominating = kept - n * 8 + (n + 1) * 4 * 8 + s.h->g.nedges * 4;
-    s.h->peak_bytes = finishing > dominating ? finishing : dominating;
+    /* The most the scan took at once: the graph's peak (cal_heapgraph.h:
+       its arrays and the temporaries of finishing it and of the
+       dominators), or the walk's, with what lives throughout beside it
+       (the types, the sampled lines). */
+    s.h->peak_bytes = (walked > s.h->g.peak ? walked : s.h->g.peak) +
+                      s.h->types_cap * sizeof(type_info) + s.sample_cap * 4;
     cap = calx_heap_new_graph(s.h);
     s.h = NULL;
 done:

@@ -113,6 +113,16 @@ static struct {
     recent_alloc recent[RECENT];
     size_t recent_next;
     int64_t last_peak_t;
+    /* The window since the mark (calx_memory_window): the sampled bytes
+       each profiled line allocated, by line index (win_bytes[0 .. win_cap)),
+       with the nonzero ones listed in win_touched, so that a mark clears
+       and a query reads only those; and the bytes ever allocated at the
+       mark.  Allocated with the shim's guard set (the profiler's memory). */
+    int64_t *win_bytes;
+    size_t win_cap;
+    uint32_t *win_touched;
+    size_t win_ntouched, win_touched_cap;
+    int64_t mark_alloc;
 
     /* Protected by mu. */
     pthread_mutex_t mu;
@@ -231,6 +241,34 @@ static uint32_t credit_stack(const calx_where *w, uint32_t thread, int cut,
     return node;
 }
 
+/* Add a sampled allocation's weight to line `li`'s bytes in the window
+   since the mark.  A table that cannot grow drops the sample (counted). */
+static void window_add(uint32_t li, int64_t weight)
+{
+    if (li >= M.win_cap) {
+        size_t cap = M.win_cap ? M.win_cap : 256;
+        while (cap <= li)
+            cap *= 2;
+        int g = M.api->guard_enter();
+        int64_t *bytes = realloc(M.win_bytes, cap * sizeof(*bytes));
+        uint32_t *touched =
+            bytes ? realloc(M.win_touched, cap * sizeof(*touched)) : NULL;
+        M.api->guard_leave(g);
+        if (bytes)
+            M.win_bytes = bytes;
+        if (!bytes || !touched) {
+            atomic_fetch_add(&M.dropped, 1);
+            return;
+        }
+        memset(bytes + M.win_cap, 0, (cap - M.win_cap) * sizeof(*bytes));
+        M.win_touched = touched;
+        M.win_cap = M.win_touched_cap = cap;
+    }
+    if (!M.win_bytes[li])
+        M.win_touched[M.win_ntouched++] = li; /* at most one per line: fits */
+    M.win_bytes[li] += weight;
+}
+
 /* Credit a sampled allocation or copy made by the profile's thread
    `thread` (its stack `cut` short if so); returns the cookie to track the
    allocation by, or 0. */
@@ -258,6 +296,7 @@ static uint64_t credit(const calx_where *w, uint32_t thread, int cut, int64_t we
     }
     if (copy)
         return 0;
+    window_add(li, weight);
     ls->mem.live += weight;
     if (ls->mem.live > ls->mem.live_peak)
         ls->mem.live_peak = ls->mem.live;
@@ -431,7 +470,7 @@ static void enqueue(const qevent *proto)
         if (mine) {
             int max = room < CALX_FRAMES_MAX ? (int)room : CALX_FRAMES_MAX;
             e.frame0 = M.frames_used;
-            e.nframes = calx_thread_frames(mine, NULL, M.frames + e.frame0, max);
+            e.nframes = calx_thread_frames(mine, NULL, NULL, M.frames + e.frame0, max);
             calx_frames_resolve(M.frames + e.frame0, e.nframes); /* no GIL: no cache */
             e.cut = max < CALX_FRAMES_MAX && e.nframes == max;
             M.frames_used += (size_t)e.nframes;
@@ -870,6 +909,11 @@ void calx_memory_stop(void)
     free(M.frames);
     M.queue = NULL;
     M.frames = NULL;
+    free(M.win_bytes);
+    free(M.win_touched);
+    M.win_bytes = NULL;
+    M.win_touched = NULL;
+    M.win_cap = M.win_touched_cap = M.win_ntouched = 0;
     api->guard_leave(g);
     calx_nogil_unlock();
 }
@@ -905,6 +949,10 @@ void calx_memory_mark(void)
     cal_shim_counters c;
     api->counters(&c);
     M.mark_live = c.live_native + c.live_python;
+    M.mark_alloc = c.alloc_native + c.alloc_python;
+    for (size_t i = 0; i < M.win_ntouched; i++)
+        M.win_bytes[M.win_touched[i]] = 0;
+    M.win_ntouched = 0;
     api->guard_leave(g);
     calx_nogil_unlock();
 }
@@ -923,6 +971,44 @@ void calx_memory_traced(int64_t *current, int64_t *peak)
     int64_t top = c.mark_peak - M.mark_live;
     *current = now > 0 ? now : 0;
     *peak = top > *current ? top : *current;
+}
+
+int calx_memory_window(int64_t *allocated, calx_window_line **out, size_t *n)
+{
+    *allocated = 0;
+    *out = NULL;
+    *n = 0;
+    if (!M.attached)
+        return 0;
+    calx_nogil_lock();
+    drain(); /* samples queued by threads without the GIL count too */
+    const cal_shim_api *api = M.api;
+    int g = api->guard_enter();
+    cal_shim_counters c;
+    api->counters(&c);
+    int64_t since = c.alloc_native + c.alloc_python - M.mark_alloc;
+    *allocated = since > 0 ? since : 0;
+    calx_window_line *lines =
+        malloc((M.win_ntouched ? M.win_ntouched : 1) * sizeof(*lines));
+    if (!lines) {
+        api->guard_leave(g);
+        calx_nogil_unlock();
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < M.win_ntouched; i++) {
+        uint32_t li = M.win_touched[i];
+        const cal_line_stat *ls = cal_profile_line_at(M.profile, li);
+        if (!ls)
+            continue;
+        lines[k++] = (calx_window_line){ls->file, ls->line, M.win_bytes[li]};
+    }
+    api->guard_leave(g);
+    calx_nogil_unlock();
+    *out = lines;
+    *n = k;
+    return 0;
 }
 
 void calx_memory_reset_peak(void)
@@ -1014,6 +1100,15 @@ void calx_memory_live_free(calx_live_sample *live)
        way, or the footprint would lose its size. */
     int g = M.api ? M.api->guard_enter() : 0;
     free(live);
+    if (M.api)
+        M.api->guard_leave(g);
+}
+
+void calx_memory_window_free(calx_window_line *lines)
+{
+    /* Allocated with the guard set, as calx_memory_live_free says. */
+    int g = M.api ? M.api->guard_enter() : 0;
+    free(lines);
     if (M.api)
         M.api->guard_leave(g);
 }

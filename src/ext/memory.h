@@ -82,6 +82,23 @@ void calx_memory_mark(void);
    reset_peak, exact (from the shim's counters), >= 0. */
 void calx_memory_traced(int64_t *current, int64_t *peak);
 void calx_memory_reset_peak(void);
+
+/* One profiled line's sampled bytes allocated since the mark: `file` is
+   the profile's string id of its path (cal_profile_string_at). */
+typedef struct calx_window_line {
+    uint32_t file;
+    int32_t line;
+    int64_t bytes;
+} calx_window_line;
+
+/* What was allocated since the mark (calx_memory_mark): *allocated, the
+   bytes allocated in all (exact, from the shim's counters, freed or not),
+   and *out, an array of *n lines with the sampled bytes each allocated
+   (unbiased estimates; the innermost profiled line of each sample's
+   stack; in no order), to be freed with calx_memory_window_free.  Not
+   attached: 0 and nothing.  0, or -1 with an exception set. */
+int calx_memory_window(int64_t *allocated, calx_window_line **out, size_t *n);
+void calx_memory_window_free(calx_window_line *lines);
 /* The live samples, into an array *out of *n (calx_memory_live_free it:
    it is the profiler's memory, not the program's).  0, or -1 with an
    exception set. */

@@ -26,6 +26,7 @@
 #include "session.h"
 #include "signals.h"
 #include "snapfile.h"
+#include "samplerprobe.h"
 #include "traces.h"
 
 #include <errno.h>
@@ -444,6 +445,30 @@ static double meta_num(PyObject *d, const char *key)
     return x;
 }
 
+/* meta["heap"]: the heap summary of --heap-at-exit, a JSON object on one
+   line (the agent's json.dumps of calipers.heap's summary), written into the
+   profile as it is: so it is checked here to be one.  On success return 0;
+   on error set ValueError and return -1. */
+static int meta_heap(PyObject *d, cal_meta *m)
+{
+    const char *text = meta_str(d, "heap");
+    if (!text)
+        return PyErr_Occurred() ? -1 : 0;
+    cal_jdoc doc;
+    char err[128];
+    size_t len = strlen(text);
+    int ok = cal_jdoc_parse(&doc, text, len, err, sizeof err) == 0 &&
+             cal_jv_is(doc.root, CAL_JOBJ) && memchr(text, '\n', len) == NULL;
+    cal_jdoc_free(&doc);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError,
+                        "meta[\"heap\"] is not a JSON object on one line");
+        return -1;
+    }
+    m->heap_json = text;
+    return 0;
+}
+
 static int meta_from_dict(PyObject *d, meta_holder *h)
 {
     memset(h, 0, sizeof(*h));
@@ -483,12 +508,15 @@ static int meta_from_dict(PyObject *d, meta_holder *h)
     m->nprofile_exclude = h->nexclude;
     m->notes = (const char *const *)h->notes;
     m->nnotes = h->nnotes;
+    if (meta_heap(d, m) != 0)
+        return -1;
     m->pid = (int64_t)meta_num(d, "pid");
     m->start_unix = meta_num(d, "start_unix");
     m->interval_ns = (int64_t)(meta_num(d, "interval") * 1e9);
     m->profile_all = meta_num(d, "profile_all") != 0;
     m->cpu_only = meta_num(d, "cpu_only") != 0;
     m->lines_off = meta_num(d, "lines_off") != 0;
+    m->no_source = meta_num(d, "part") != 0;
     m->dropped = calx_sampler_dropped();
     m->torn = calx_sampler_torn();
     return 0;
@@ -792,6 +820,10 @@ static PyMethodDef methods[] = {
     {"memory_traced", calx_traces_traced, METH_NOARGS,
      "memory_traced() -> (current, peak)\n\nThe footprint since the mark and its peak, "
      "exact, in bytes."},
+    {"memory_window", calx_traces_window, METH_NOARGS,
+     "memory_window() -> (allocated, [(filename, lineno, bytes), ...])\n\nThe bytes "
+     "allocated since the mark (exact, freed or not) and the sampled\nbytes each "
+     "profiled line allocated since then (estimates, in no order)."},
     {"memory_reset_peak", calx_traces_reset_peak, METH_NOARGS,
      "memory_reset_peak()\n\nThe traced peak starts again from the current footprint."},
     {"memory_traces", calx_traces_list, METH_VARARGS,
@@ -805,6 +837,8 @@ static PyMethodDef methods[] = {
      "snapshot_sums(raw_traces, mean) -> list\n\nThe sums of the traces per frames "
      "object: [frames, total_nframe or None,\nroot_kept, size, count, var_size, "
      "var_count] each."},
+    {"_sampler_probe", (PyCFunction)(void (*)(void))calx_sampler_probe, METH_FASTCALL,
+     "_sampler_probe(box, op, n) -> bytes (the sampler fuzzer's step; tests only)"},
     {"memory_info", calx_traces_info, METH_NOARGS,
      "memory_info() -> dict\n\nalloc_mean, tracked (live samples) and overhead_bytes."},
     {"snapshot_encode", calx_snapshot_encode, METH_VARARGS, calx_snapshot_encode_doc},

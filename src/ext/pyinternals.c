@@ -56,6 +56,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #if PY_VERSION_HEX >= 0x030E0000
+#include "internal/pycore_frame.h" /* the generators' frame states */
 #include "internal/pycore_interpframe.h"
 #include "internal/pycore_stackref.h"
 #elif PY_VERSION_HEX >= 0x030B0000
@@ -73,6 +74,9 @@
 #include "internal/pycore_obmalloc.h" /* _PyObject_DebugMallocStats */
 #elif PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_pymem.h" /* _PyObject_DebugMallocStats */
+#endif
+#if PY_VERSION_HEX >= 0x030D0000 && defined(Py_GIL_DISABLED)
+#include "internal/pycore_ceval.h" /* _Py_set_eval_breaker_bit */
 #endif
 #pragma GCC diagnostic pop
 #endif /* CALX_KNOWN_LAYOUT */
@@ -121,6 +125,23 @@ static const _Py_CODEUNIT *bytecode_of(frame_t *f)
 }
 
 static PyCodeObject *code_of(frame_t *f) { return (PyCodeObject *)CODE_OF(f); }
+/* The offset of instruction `at` in code's own bytecode (NO_OFFSET if it
+   is not one of its instructions: on the free-threaded build a thread's
+   copy of the bytecode is another array). */
+static int code_offset(PyCodeObject *code, intptr_t at)
+{
+    intptr_t lasti = (const _Py_CODEUNIT *)at - _PyCode_CODE(code);
+    if (lasti < 0 || lasti >= Py_SIZE(code))
+        return NO_OFFSET;
+    return (int)lasti * (int)sizeof(_Py_CODEUNIT);
+}
+/* Whether a frame at this offset has started (_PyFrame_IsIncomplete's
+   test, for a frame no longer there: a generator's frame always has). */
+static int started_at(PyCodeObject *code, int offset)
+{
+    return offset / (int)sizeof(_Py_CODEUNIT) >= code->_co_firsttraceable ||
+           (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR));
+}
 static int offset_at(frame_t *f, intptr_t at)
 {
     PyCodeObject *code = code_of(f);
@@ -178,13 +199,18 @@ typedef PyFrameObject frame_t;
 #else
 #define LASTI_UNIT 1
 #endif
-static int offset_at(frame_t *f, intptr_t at)
+static int code_offset(PyCodeObject *code, intptr_t at)
 {
-    PyCodeObject *code = f->f_code;
     if (at < 0 || at * LASTI_UNIT >= PyBytes_GET_SIZE(code->co_code))
         return NO_OFFSET;
     return (int)(at * LASTI_UNIT);
 }
+static int started_at(PyCodeObject *code, int offset)
+{
+    (void)code, (void)offset;
+    return 1; /* f_lasti is -1 before the first instruction: not an offset */
+}
+static int offset_at(frame_t *f, intptr_t at) { return code_offset(f->f_code, at); }
 static frame_t *first_frame(const PyThreadState *ts) { return ts->frame; }
 static int skipped(frame_t *f)
 {
@@ -216,12 +242,47 @@ static int peeked_at(frame_t *f, const calx_peek *pk)
     return -1;
 }
 
-int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out, int max)
+/* The frames the peek saw inside its innermost live one, at[0..upto),
+   into out (at most max): the thread has left them since (returned, or a
+   generator suspended), but the tick found it there.  Only if every one
+   has a code object that `known` says is alive and an instruction inside
+   that code's bytecode (else none: a torn or freed frame); entry frames,
+   shims and frames not yet started are left out, as the walk leaves them
+   out. */
+static int left_frames(const calx_peek *at, int upto, int (*known)(const void *code),
+                       calx_frame *out, int max)
+{
+    if (!known || upto > max)
+        return 0;
+    for (int k = 0; k < upto; k++)
+        if (!at->f[k].shim &&
+            (!known(at->f[k].code) || !PyCode_Check((PyObject *)at->f[k].code) ||
+             code_offset((PyCodeObject *)at->f[k].code, at->f[k].at) == NO_OFFSET))
+            return 0;
+    int n = 0;
+    for (int k = 0; k < upto; k++) {
+        if (at->f[k].shim)
+            continue;
+        PyCodeObject *code = (PyCodeObject *)at->f[k].code;
+        int offset = code_offset(code, at->f[k].at);
+        if (!started_at(code, offset))
+            continue;
+        out[n].code = code;
+        out[n].offset = offset;
+        out[n].line = CALX_LINE_UNRESOLVED;
+        n++;
+    }
+    return n;
+}
+
+int calx_thread_frames(PyThreadState *ts, const calx_peek *at,
+                       int (*known)(const void *code), calx_frame *out, int max)
 {
     if (layout_problem)
         return 0;
     frame_t *f = first_frame(ts);
     int i = -1; /* the index in the peek of the frame f, or -1 */
+    int n = 0;
     if (at && at->n > 0) {
         /* Frames called since the peek are not part of its sample: start at
            the innermost frame that it saw and that is still there. */
@@ -231,8 +292,9 @@ int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out, 
                 break;
             }
         }
+        if (i > 0)
+            n = left_frames(at, i, known, out, max);
     }
-    int n = 0;
     for (; f && n < max; f = next_frame(f), i = i >= 0 && i + 1 < at->n ? i + 1 : -1) {
         if (skipped(f))
             continue;
@@ -407,7 +469,7 @@ int calx_thread_frames_remote(PyThreadState *ts, int (*known)(const void *code),
                               calx_frame *out, int max)
 {
     (void)known;
-    return calx_thread_frames(ts, NULL, out, max);
+    return calx_thread_frames(ts, NULL, NULL, out, max);
 }
 int calx_frames_copy_sigsafe(cal_vmread *w, const PyThreadState *ts,
                              calx_raw_frame *out, int max, int *more, int *attached)
@@ -458,13 +520,91 @@ static uintptr_t word_at(const char *raw, size_t off)
 }
 #endif
 
-void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
+/* Whether the frame at f, copied into *fr, was running when it was read.
+   A generator's frame (a coroutine's too) lives in its generator object
+   and keeps its address, its code and, while suspended, its instruction
+   (the yield): the frames read before it may have been left since, and
+   it is then not where the thread is.  Its generator's state is read
+   through the same window, mostly from the block the frame came from. */
+static int frame_running_sigsafe(cal_vmread *w, const void *f, const frame_t *fr)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    if (fr->owner != FRAME_OWNED_BY_GENERATOR)
+        return 1;
+    int8_t state;
+    const char *gen = (const char *)f - offsetof(PyGenObject, gi_iframe);
+    return cal_vmread_sigsafe(w, gen + offsetof(PyGenObject, gi_frame_state), &state,
+                              sizeof state) == 0 &&
+           state == FRAME_EXECUTING;
+#elif PY_VERSION_HEX >= 0x030A0000
+    (void)w, (void)f;
+    return fr->f_state == FRAME_EXECUTING;
+#else
+    (void)w, (void)f;
+    return fr->f_executing;
+#endif
+}
+
+/* The first chunk of the peeked thread's frame stack (3.11+), which is
+   never freed while the thread lives: its frames are read with plain
+   loads, in nanoseconds.  process_vm_readv takes a microsecond or more,
+   in which a short call can return and the next call start at the same
+   address: the copy read the returned frame at its `return`, or the next
+   call at its first lines (a 1.5 us function's `for` line read 8-11% of
+   its time, 3-5% read so; 3.13). */
+static uintptr_t root_lo, root_hi;
+
+void calx_peek_prepare(const PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    /* Only the main thread's: another thread that started the profile
+       (calipers.start() in a worker) may end before it stops, and its
+       chunk goes with it; its frames are read through the window. */
+    const _PyStackChunk *c = PyThread_get_thread_ident() == _PyRuntime.main_thread
+                                 ? ts->datastack_chunk
+                                 : NULL;
+    while (c && c->previous)
+        c = c->previous;
+    __atomic_store_n(&root_hi, c ? (uintptr_t)c + c->size : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&root_lo, c ? (uintptr_t)c : 0, __ATOMIC_RELAXED);
+#else
+    (void)ts; /* frames are objects on the heap: read through the window */
+#endif
+}
+
+/* Copy len bytes of the frame at f (untrusted): plain loads inside the
+   first chunk, else through the window. */
+static int read_frame_sigsafe(cal_vmread *w, const void *f, char *raw, size_t len)
+{
+    uintptr_t at = (uintptr_t)f, lo = __atomic_load_n(&root_lo, __ATOMIC_RELAXED),
+              hi = __atomic_load_n(&root_hi, __ATOMIC_RELAXED);
+    if (at % sizeof(uintptr_t) != 0 || len % sizeof(uintptr_t) != 0 || at < lo ||
+        at >= hi || len > hi - at)
+        return cal_vmread_sigsafe(w, f, raw, len);
+    for (size_t i = 0; i < len / sizeof(uintptr_t); i++) {
+        uintptr_t word = __atomic_load_n((const uintptr_t *)f + i, __ATOMIC_RELAXED);
+        memcpy(raw + i * sizeof word, &word, sizeof word);
+    }
+    return 0;
+}
+
+/* Whether a copied frame is an entry frame or a shim (the walk's
+   skipped(), as far as it can be told without the code object). */
+static int shim_owned(const frame_t *fr)
+{
+#if PY_VERSION_HEX >= 0x030E0000
+    return fr->owner >= FRAME_OWNED_BY_INTERPRETER;
+#elif PY_VERSION_HEX >= 0x030C0000
+    return fr->owner >= FRAME_OWNED_BY_CSTACK;
+#else
+    (void)fr;
+    return 0;
+#endif
+}
+
+static int peek_chain_sigsafe(cal_vmread *w, const PyThreadState *ts, calx_peek *out)
 {
     out->n = 0;
-    if (!ts || layout_problem || __atomic_load_n(&peek_off, __ATOMIC_RELAXED))
-        return;
-    int saved = errno;
-    cal_vmread *w = &peek_window;
     cal_vmread_reset_sigsafe(w, getpid());
     /* The thread state outlives the thread's frames; its fields are read
        as they are. */
@@ -472,9 +612,11 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
     const void *f = __atomic_load_n(&ts->current_frame, __ATOMIC_RELAXED);
     int rc = 0;
 #elif PY_VERSION_HEX >= 0x030B0000
+    /* The C frame is on the thread's own stack (or in its thread state),
+       mapped while the thread lives, even once that call has returned. */
     _PyCFrame *cf = __atomic_load_n(&ts->cframe, __ATOMIC_RELAXED);
-    const void *f = NULL;
-    int rc = cf ? cal_vmread_sigsafe(w, &cf->current_frame, &f, sizeof(f)) : -1;
+    const void *f = cf ? __atomic_load_n(&cf->current_frame, __ATOMIC_RELAXED) : NULL;
+    int rc = cf ? 0 : -1;
 #else
     const void *f = __atomic_load_n(&ts->frame, __ATOMIC_RELAXED);
     int rc = 0;
@@ -484,9 +626,12 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
         char raw[sizeof(frame_t)];
     } u;
     for (int k = 0; rc == 0 && f && k < CALX_PEEK_FRAMES; k++) {
-        if ((rc = cal_vmread_sigsafe(w, f, u.raw, peek_at.copy)) != 0)
+        if ((rc = read_frame_sigsafe(w, f, u.raw, peek_at.copy)) != 0)
             break;
+        if (!frame_running_sigsafe(w, f, &u.fr))
+            return 1;
         out->f[k].frame = f;
+        out->f[k].shim = shim_owned(&u.fr);
 #if PY_VERSION_HEX >= 0x030D0000
         /* 3.14's tagged reference: the pointer is the word less its tag
            (the same on 3.13, whose word is the pointer). */
@@ -501,7 +646,31 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
 #endif
         out->n = k + 1;
     }
-    if (rc != 0 && (errno == ENOSYS || errno == EPERM))
+    return rc != 0 ? -1 : 0;
+}
+
+void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
+{
+    out->n = 0;
+    if (!ts || layout_problem || __atomic_load_n(&peek_off, __ATOMIC_RELAXED))
+        return;
+    int saved = errno;
+    /* A frame found suspended or finished means the thread has left the
+       frames read before it (a generator yielded, a coroutine returned,
+       between two reads: a read takes 1-2 us, a coroutine in a chain of
+       awaits may live 2).  Reading on credited the thread's time to the
+       yield or return it was no longer at (3.11 put 10-13% of a generator
+       pipeline's time on its `yield x` line).  The peek is then given up
+       and the service's live stack stands.  Not read again: a new try
+       succeeds only where the frames outlive a read, so trying until one
+       does favours the outer, long-lived frames (eight tries gave a
+       coroutine chain's hot lines half their time on 3.14t, whose freed
+       coroutines are not reused at once; on the other builds the next
+       coroutine takes the freed one's place and reads as running). */
+    int rc = peek_chain_sigsafe(&peek_window, ts, out);
+    if (rc == 1)
+        out->n = 0;
+    else if (rc < 0 && (errno == ENOSYS || errno == EPERM))
         __atomic_store_n(&peek_off, 1, __ATOMIC_RELAXED);
     errno = saved;
 }
@@ -571,6 +740,17 @@ void calx_poke_main_thread_sigsafe(void)
 #if PY_VERSION_HEX < 0x030D0000
     PyInterpreterState *interp = PyInterpreterState_Main();
     _Py_atomic_store_relaxed(&interp->ceval.eval_breaker, 1);
+#elif defined(Py_GIL_DISABLED)
+    _Py_set_eval_breaker_bit(_PyRuntime.main_tstate, _PY_CALLS_TO_DO_BIT);
+#endif
+}
+
+int calx_main_call_unsignalled_sigsafe(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000 && defined(Py_GIL_DISABLED)
+    return !_Py_eval_breaker_bit_is_set(_PyRuntime.main_tstate, _PY_CALLS_TO_DO_BIT);
+#else
+    return 0;
 #endif
 }
 
@@ -741,13 +921,16 @@ int calx_layout_check(void)
     return -1;
 }
 
-int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out, int max)
+int calx_thread_frames(PyThreadState *ts, const calx_peek *at,
+                       int (*known)(const void *code), calx_frame *out, int max)
 {
-    (void)ts, (void)at, (void)out, (void)max;
+    (void)ts, (void)at, (void)known, (void)out, (void)max;
     return 0;
 }
 
 void calx_frames_resolve(calx_frame *frames, int n) { (void)frames, (void)n; }
+
+void calx_peek_prepare(const PyThreadState *ts) { (void)ts; }
 
 void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
 {
@@ -792,6 +975,7 @@ int calx_gil_enabled(PyInterpreterState *interp)
 void calx_stop_world(PyInterpreterState *interp) { (void)interp; }
 void calx_start_world(PyInterpreterState *interp) { (void)interp; }
 void calx_poke_main_thread_sigsafe(void) {}
+int calx_main_call_unsignalled_sigsafe(void) { return 0; }
 void calx_threads_lock(void) {}
 void calx_threads_unlock(void) {}
 

@@ -52,8 +52,15 @@ typedef struct calx_peek {
         const void *frame;
         const void *code;
         intptr_t at; /* the instruction: a pointer (3.11+) or f_lasti */
+        int shim;    /* an entry frame or shim (3.12+), which runs no code of
+                        the program: the walk skips it */
     } f[CALX_PEEK_FRAMES];
 } calx_peek;
+
+/* Before peeking at ts's frames (calx_peek_frames_sigsafe): find the
+   part of its frame stack that lives as long as the profile.  ts is the
+   calling thread's.  GIL. */
+void calx_peek_prepare(const PyThreadState *ts);
 
 /* Peek at ts's frames.  ts must stay alive (the main thread's).  Callable
    without the GIL; async-signal-safe. */
@@ -64,10 +71,13 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out);
    stack as it was then, as far as it still is: the walk starts at the
    innermost frame the peek saw that is still on the stack, and the frames
    the peek saw get the instructions they were on then.  Lines are left
-   CALX_LINE_UNRESOLVED.  Returns the number of frames stored (the walk
-   stops at `max`).  Caller holds the GIL. */
-int calx_thread_frames(PyThreadState *ts, const calx_peek *at, calx_frame *out,
-                       int max);
+   CALX_LINE_UNRESOLVED.  The frames the peek saw inside that one, left
+   since (returned, or generators suspended), come first, from the peek,
+   when `known` (or NULL) says their code objects are alive.  Returns the
+   number of frames stored (the walk stops at `max`).  Caller holds the
+   GIL. */
+int calx_thread_frames(PyThreadState *ts, const calx_peek *at,
+                       int (*known)(const void *code), calx_frame *out, int max);
 
 /* Hold the runtime's thread-list lock (HEAD_LOCK) while iterating
    PyInterpreterState_ThreadHead()/PyThreadState_Next(): thread states can be
@@ -93,9 +103,21 @@ int calx_thread_ident_sigsafe(struct cal_vmread *w, const PyThreadState *ts,
    next bytecode boundary.  From 3.9 to 3.12 Py_AddPendingCall(), called from a
    thread that is not the main thread, leaves the eval breaker unset (it is
    recomputed for the calling thread), so the call would wait for the next
-   GIL hand-off; we set it.  3.13 signals the main thread itself.
+   GIL hand-off; we set it.  3.13 signals the main thread itself, but on
+   the free-threaded build any thread that runs the interpreter's pending
+   calls first clears every thread's "calls to do" bit
+   (unsignal_pending_calls, Python/ceval_gil.c), the main thread's too,
+   and runs only the interpreter's calls, not the main thread's: our call
+   would then wait until the next Py_AddPendingCall(), which the sampler
+   does not make while one is queued.  There the bit is set again at every
+   tick (a spurious one costs the main thread a look at an empty queue).
    Callable without the GIL; async-signal-safe. */
 void calx_poke_main_thread_sigsafe(void);
+
+/* The free-threaded build: 1 if the main thread's "calls to do" bit is
+   clear (another thread cleared it, or the main thread is running the
+   calls right now).  0 elsewhere.  Async-signal-safe. */
+int calx_main_call_unsignalled_sigsafe(void);
 
 /* This thread's thread state if it holds the GIL, else NULL.  Safe without
    the GIL and inside an allocator hook. */

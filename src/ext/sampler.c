@@ -163,6 +163,8 @@ typedef struct calx_thread {
                             the holder's thread id cannot be read) */
     int64_t last_wall, last_cpu, last_sys;
     int64_t sys_carry;
+    int64_t last_delay;         /* its run-queue delay (cal_clock_thread_run_delay)
+                                   credited up to, or -1: none could be read */
     place left;                 /* where a sample last found it in Python (file NONE:
                                    in no profiled code) */
     int left_set;               /* a sample has found it in Python */
@@ -417,6 +419,7 @@ static calx_thread *registry_add(unsigned long ident, clockid_t clock, int basel
     }
     th->last_cpu = now.cpu_ns;
     th->last_sys = now.system_ns;
+    th->last_delay = cal_clock_thread_run_delay(cal_clock_thread_tid(clock));
     if (is_main)
         cal_profile_set_thread_name(p, stat, "MainThread");
     return th;
@@ -566,7 +569,7 @@ static int attribute(PyThreadState *ts, uint32_t stat, const calx_peek *peek,
         if (n < 0)
             return n;
     } else {
-        n = calx_thread_frames(ts, peek, E.frames, CALX_FRAMES_MAX);
+        n = calx_thread_frames(ts, peek, known_code, E.frames, CALX_FRAMES_MAX);
     }
     return locate(stat, n, pe);
 }
@@ -710,6 +713,30 @@ static int untried(const calx_thread *th, const pass_entry *pe)
     return pe->ticked && th->ticks_taken == 0;
 }
 
+/* Of the waiting of th's interval, how long it was runnable but had no
+   CPU: its run-queue delay since it was last read (0 when the kernel does
+   not say).  Read when the interval is credited, a few microseconds after
+   its clocks: the two intervals differ by that much at their ends.
+   Reading costs an open() of /proc (15-20 us on a loaded machine), so it
+   is read only for an interval in which the thread both ran and waited
+   at least RUN_DELAY_MIN_NS: a thread that did not run at all did not
+   move, and is nearly always blocked (an idle thread costs nothing); the
+   delay of intervals not read is in the next one read, as far as that
+   one's waiting goes (INTERNALS, "What is measured"). */
+#define RUN_DELAY_MIN_NS 1000000
+
+static int64_t run_delay_delta(calx_thread *th, int64_t cpu, int64_t waiting)
+{
+    if (cpu <= 0 || waiting < RUN_DELAY_MIN_NS)
+        return 0;
+    int64_t now = cal_clock_thread_run_delay(cal_clock_thread_tid(th->clock));
+    int64_t d = now >= 0 && th->last_delay >= 0 && now > th->last_delay
+                    ? now - th->last_delay
+                    : 0;
+    th->last_delay = now;
+    return d;
+}
+
 static void credit(pass_entry *pe, int64_t wall, double native_share, int samples)
 {
     calx_thread *th = &E.threads[pe->ti];
@@ -722,6 +749,8 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
 
     cal_times t = {0};
     t.waiting_ns = d_wall > d_cpu ? d_wall - d_cpu : 0;
+    int64_t d_delay = run_delay_delta(th, d_cpu, t.waiting_ns);
+    t.preempted_ns = d_delay < t.waiting_ns ? d_delay : t.waiting_ns;
     t.samples = samples;
     if (pe->off_cpu && !pe->ticked && ++th->held_passes >= HOLD_PASSES)
         pe->off_cpu = 0; /* starved of CPU-time samples: credited here */
@@ -799,13 +828,13 @@ static void credit(pass_entry *pe, int64_t wall, double native_share, int sample
         /* The loop waited for its tasks: that waiting belongs to the lines
            they await (credit_awaiting, after a pass). */
         loop->stat = th->stat;
-        loop->waiting_ns += t.waiting_ns;
+        loop->waiting_ns += t.waiting_ns - t.preempted_ns;
         loop->file = pe->file;
         loop->func = pe->func;
         loop->line = pe->line;
         loop->node = pe->node;
         loop->seen_wall = wall;
-        here.waiting_ns = 0;
+        here.waiting_ns = here.preempted_ns; /* runnable, not waiting for its tasks */
     }
     cal_profile *p = calx_session_profile();
     if (cal_profile_add_sample(p, th->stat, pe->file, pe->line, pe->func, &here) != 0) {
@@ -1302,7 +1331,7 @@ static void learn_codes_world_stopped(void)
     calx_threads_lock();
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(E.interp); ts;
          ts = PyThreadState_Next(ts)) {
-        int n = calx_thread_frames(ts, NULL, E.frames, CALX_FRAMES_MAX);
+        int n = calx_thread_frames(ts, NULL, NULL, E.frames, CALX_FRAMES_MAX);
         for (int i = 0; i < n; i++)
             (void)calx_session_code(E.frames[i].code);
     }
@@ -1626,15 +1655,39 @@ static void tick(void)
     /* Asked at an earlier tick, over a millisecond ago, and it has used
        (almost) no CPU since: it is off the CPU (blocked, or waiting for
        the GIL) since then, and will answer when that ends.  Unless it is
-       collecting garbage: it holds the GIL and works, and off the CPU it
-       was preempted (a loaded machine), not blocked. */
+       runnable (the kernel's state R: waiting for a CPU, on a loaded
+       machine), or collecting garbage (it holds the GIL and works): then
+       it was preempted, not blocked, and answers as soon as it runs again.
+       (Taken for blocked, its answer ended its interval there, and the
+       busy line's CPU after the asking tick went to the line it answered
+       on: a sleep that followed got 9.5 ms of it once in CI.) */
     calx_gcstats_tick_sigsafe(E.interp, E.main_ts, cut.wall, &cut.gc);
-    cut.blocked = read && !queue && E.tick_main_cpu >= 0 && !cut.gc.running &&
-                  (E.cut.blocked || (cut.wall - E.tick_wall > TAKEOVER_NS &&
-                                     cut.times.cpu_ns - E.tick_main_cpu <= SERVICE_NS));
+    cut.blocked =
+        read && !queue && E.tick_main_cpu >= 0 && !cut.gc.running &&
+        (E.cut.blocked ||
+         (cut.wall - E.tick_wall > TAKEOVER_NS &&
+          cut.times.cpu_ns - E.tick_main_cpu <= SERVICE_NS &&
+          cal_clock_thread_runnable(cal_clock_thread_tid(E.main_clock)) != 1));
     cut.asked = E.tick_times;
     if (read)
         E.cut = cut;
+}
+
+/* The free-threaded build: the call asked at the last tick is still queued
+   but the main thread is no longer signalled to run it (another thread
+   ran the interpreter's pending calls and cleared every thread's bit:
+   pyinternals.h).  The main thread was running bytecode meanwhile, not
+   native code: ask again, as from now, so that the delay it answers with
+   is measured from here (E.mu held). */
+static void ask_again(int64_t now)
+{
+    calx_poke_main_thread_sigsafe();
+    cal_thread_times times;
+    if (cal_clock_thread_times_sigsafe(E.main_clock, &times) == 0) {
+        E.tick_main_cpu = times.cpu_ns;
+        E.tick_times = times;
+    }
+    E.tick_wall = now;
 }
 
 /* The sampler thread takes the GIL (E.mu not held).  Its thread state is
@@ -1710,6 +1763,11 @@ static void *sampler_main(void *arg)
         }
         if (!takeover_at || now < takeover_at)
             continue;
+        if (atomic_load(&E.call_queued) && calx_main_call_unsignalled_sigsafe()) {
+            ask_again(now); /* and wait for its answer again */
+            takeover_at = now + TAKEOVER_NS;
+            continue;
+        }
         takeover_at = 0;
         /* The main thread did not answer.  If it holds the GIL it is in
            native code: nobody else can run bytecode, so there is nothing
@@ -1956,6 +2014,7 @@ static int engine_start(int forked_child)
         return -1;
     E.interp = PyThreadState_Get()->interp;
     E.main_ts = PyThreadState_Get();
+    calx_peek_prepare(E.main_ts);
     E.main_ident = PyThread_get_thread_ident();
     E.pid = getpid();
     E.dropped = 0;

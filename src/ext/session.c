@@ -222,7 +222,7 @@ int calx_session_where(PyThreadState *ts, calx_where *w)
     where_init(w, where_frames);
     if (!S.profile)
         return -1;
-    int n = calx_thread_frames(ts, NULL, where_frames, CALX_FRAMES_MAX);
+    int n = calx_thread_frames(ts, NULL, NULL, where_frames, CALX_FRAMES_MAX);
     w->nframes = n;
     for (int i = 0; i < n; i++) {
         const calx_code *ci = calx_session_code(where_frames[i].code);

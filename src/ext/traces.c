@@ -214,6 +214,33 @@ PyObject *calx_traces_traced(PyObject *self, PyObject *noargs)
     return Py_BuildValue("(LL)", (long long)current, (long long)peak);
 }
 
+PyObject *calx_traces_window(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    int64_t allocated;
+    calx_window_line *lines;
+    size_t n;
+    if (calx_memory_window(&allocated, &lines, &n) != 0)
+        return NULL;
+    const cal_profile *profile = calx_session_profile();
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        const char *file =
+            profile ? cal_profile_string_at(profile, lines[i].file) : NULL;
+        PyObject *t = Py_BuildValue("(siL)", file ? file : "<unknown>",
+                                    (int)lines[i].line, (long long)lines[i].bytes);
+        if (!t)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    calx_memory_window_free(lines);
+    if (!list)
+        return NULL;
+    return Py_BuildValue("(LN)", (long long)allocated, list);
+}
+
 PyObject *calx_traces_reset_peak(PyObject *self, PyObject *noargs)
 {
     (void)self;

@@ -19,6 +19,10 @@ PyObject *calx_traces_available(PyObject *self, PyObject *noargs);
 PyObject *calx_traces_mark(PyObject *self, PyObject *noargs);
 /* memory_traced() -> (current, peak) */
 PyObject *calx_traces_traced(PyObject *self, PyObject *noargs);
+/* memory_window() -> (allocated, [(filename, lineno, bytes), ...]): the
+   bytes allocated since the mark, exact, and the sampled bytes each
+   profiled line allocated since then (in no order) */
+PyObject *calx_traces_window(PyObject *self, PyObject *noargs);
 /* memory_reset_peak() */
 PyObject *calx_traces_reset_peak(PyObject *self, PyObject *noargs);
 /* memory_traces(limit, since_mark) -> [(domain, size, frames, total_nframe,

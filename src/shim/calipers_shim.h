@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define CAL_SHIM_SYMBOL "calipers_shim_api"
-#define CAL_SHIM_ABI 5
+#define CAL_SHIM_ABI 6
 
 #define CAL_SHIM_RISING 1
 #define CAL_SHIM_NEW_PEAK 2
@@ -181,6 +181,14 @@ typedef struct cal_shim_api {
        `failed` receives the names of the objects that could not be
        (", "-separated, truncated to cap bytes). */
     int (*redirect)(int on, char *failed, size_t cap);
+    /* The calling thread's byte sampler for native code's allocations
+       (stream CAL_SHIM_NATIVE) or for Python's allocator (any other
+       value): out[0] the bytes left before its next sample point, out[1]
+       the bytes it has been given since its thread was set up for this
+       attachment, out[2] its mean gap (0: not sampling).  For the sampler
+       fuzzer (tests/test_sampler_fuzz.py), which predicts from it which
+       allocation is sampled; reads thread-local state only. */
+    void (*sampler_state)(int stream, int64_t out[3]);
 } cal_shim_api;
 
 #endif

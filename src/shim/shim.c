@@ -137,6 +137,11 @@ static struct {
     cal_shim_config config;
     pthread_key_t exit_key;
     int have_key;
+    /* CALIPERS_SAMPLER_SEED as read by the last attach(): every thread's
+       samplers start from it instead of from the time and thread id, so
+       that a test can replay the same sample points (have_seed 0: unset). */
+    uint64_t seed;
+    int have_seed;
 } G;
 
 /* ---- the tracked allocations --------------------------------------------
@@ -318,6 +323,8 @@ static void thread_setup(unsigned gen)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t seed =
         ((uint64_t)tid << 32) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)&T;
+    if (G.have_seed)
+        seed = G.seed;
     int on = atomic_load_explicit(&G.attached, memory_order_acquire);
     flush_totals(); /* what the old samplers counted */
     cal_bsamp_init(&T.native, on ? G.config.alloc_mean : 0, seed);
@@ -939,6 +946,19 @@ static int api_attach(const cal_shim_hooks *hooks, const cal_shim_config *config
         return -1;
     G.hooks = *hooks;
     G.config = *config;
+    /* Tests only (documented in INTERNALS, "The sampler fuzzer"): a fixed
+       seed.  getenv neither allocates nor locks; attach is never on a hot
+       path. */
+    const char *seed = getenv("CALIPERS_SAMPLER_SEED");
+    char *end = NULL;
+    G.have_seed = 0;
+    if (seed && *seed) {
+        unsigned long long v = strtoull(seed, &end, 0);
+        if (end && *end == '\0') {
+            G.seed = (uint64_t)v;
+            G.have_seed = 1;
+        }
+    }
     if (G.config.threshold <= 0)
         G.config.threshold = 1;
     atomic_fetch_add(&G.live_python, config->python_baseline);
@@ -1073,6 +1093,14 @@ static void api_reset(void)
     T.guard = g;
 }
 
+static void api_sampler_state(int stream, int64_t out[3])
+{
+    const cal_bsamp *s = stream == CAL_SHIM_NATIVE ? &T.native : &T.python;
+    out[0] = s->left;
+    out[1] = cal_bsamp_taken(s);
+    out[2] = s->mean;
+}
+
 static int64_t api_alloc_clock(void)
 {
     uint8_t g = T.guard;
@@ -1130,6 +1158,7 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .py_obj_calloc_sized = py_calloc_obj_sized,
     .py_obj_realloc_sized = py_realloc_obj_sized,
     .redirect = api_redirect,
+    .sampler_state = api_sampler_state,
 };
 
 /* ---- process events ------------------------------------------------------------- */

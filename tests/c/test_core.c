@@ -96,7 +96,7 @@ static void test_strings(void)
 
 static cal_times T(int64_t py, int64_t nat, int64_t sys, int64_t wait)
 {
-    cal_times t = {py, nat, sys, wait, 1, 0};
+    cal_times t = {py, nat, sys, wait, 1, 0, 0};
     return t;
 }
 
@@ -903,6 +903,44 @@ static void test_clock(void)
     /* accounting is tick based: a quarter is far below what reads give */
     CHECK(after.system_ns - mid.system_ns > 50000000);
     CHECK(after.system_ns <= after.cpu_ns + 20000000);
+}
+
+static int blocker_pipe[2];
+static int blocker_tid;
+
+static void *block_on_pipe(void *arg)
+{
+    (void)arg;
+    __atomic_store_n(&blocker_tid, (int)gettid(), __ATOMIC_RELEASE);
+    char c;
+    while (read(blocker_pipe[0], &c, 1) < 0 && errno == EINTR)
+        ;
+    return NULL;
+}
+
+/* Runnable (state R) or not, as the sampler's blocked rule asks. */
+static void test_runnable(void)
+{
+    CHECK(cal_clock_thread_runnable((int)gettid()) == 1); /* running is R */
+    CHECK(cal_clock_thread_runnable(0) == -1);
+    CHECK(pipe(blocker_pipe) == 0);
+    pthread_t t;
+    pthread_create(&t, NULL, block_on_pipe, NULL);
+    /* it blocks in read() soon: up to 2 s on a loaded machine */
+    int tid = 0, blocked = 0;
+    for (int i = 0; i < 2000 && !blocked; i++) {
+        tid = __atomic_load_n(&blocker_tid, __ATOMIC_ACQUIRE);
+        blocked = tid > 0 && cal_clock_thread_runnable(tid) == 0;
+        if (!blocked)
+            usleep(1000);
+    }
+    CHECK(blocked);
+    CHECK(write(blocker_pipe[1], "x", 1) == 1);
+    pthread_join(t, NULL);
+    CHECK(cal_clock_wait_thread_gone(tid) == 0);
+    CHECK(cal_clock_thread_runnable(tid) == -1); /* gone */
+    close(blocker_pipe[0]);
+    close(blocker_pipe[1]);
 }
 
 static void test_buf_write(void)
@@ -2820,6 +2858,55 @@ static void test_atypes(void)
     cal_profile_free(p);
 }
 
+/* The heap at exit: the caller's summary is written as the profile's
+   "heap", as it is, and the shape check accepts it beside a real
+   allocated_types section, and names a member of the wrong type. */
+static void test_heap_member(void)
+{
+    cal_profile *p = cal_profile_new();
+    build_profile(p, 0);
+    uint32_t f = cal_profile_string(p, "a.py", 4), fn = cal_profile_string(p, "f", 1);
+    uint32_t li = cal_profile_line(p, f, 3, cal_profile_function(p, f, fn, 1));
+    cal_atypes *a = cal_profile_atypes(p);
+    CHECK(a && cal_atypes_add(a, li, cal_profile_string(p, "dict", 4), 1000, 100,
+                              CAL_FATE_SURVIVED, 5000, 10) == 0);
+    static const char *const heaps[2] = {
+        "{\"dump\":\"p.1.1.heap\",\"largest\":[{\"path\":\"__main__.x  (list)\","
+        "\"retained_bytes\":900,\"size_bytes\":56,\"steps\":[{\"edge\":\"root\","
+        "\"object\":\"dict sys.modules\"},{\"edge\":null,\"object\":\"list\"}],"
+        "\"type\":\"list\"}],\"objects\":10,\"reason\":\"at exit\",\"scan_s\":0.01,"
+        "\"shallow_bytes\":1000,\"types\":[{\"count\":2,\"retained_bytes\":900,"
+        "\"size_bytes\":100,\"type\":\"dict\"}]}",
+        "{\"dump\":\"p.1.1.heap\",\"largest\":[],\"objects\":10,\"reason\":\"at exit\","
+        "\"scan_s\":0.01,\"shallow_bytes\":1000,\"types\":[{\"count\":\"two\","
+        "\"retained_bytes\":900,\"size_bytes\":100,\"type\":\"dict\"}]}",
+    };
+    for (int k = 0; k < 2; k++) {
+        cal_meta m = test_meta();
+        m.heap_json = heaps[k];
+        cal_buf b;
+        cal_buf_init(&b);
+        cal_report_json(p, &m, &b);
+        CHECK(b.data && strstr(b.data, "\"heap\": {\"dump\""));
+        cal_jdoc doc;
+        char err[256];
+        CHECK(cal_jdoc_parse(&doc, b.data, b.len, err, sizeof err) == 0);
+        const cal_jv *heap = cal_jv_get(doc.root, "heap");
+        CHECK(strcmp(cal_jv_getstr(cal_jv_at(cal_jv_get(heap, "types"), 0), "type", ""),
+                     "dict") == 0);
+        CHECK(cal_jv_is(cal_jv_get(doc.root, "allocated_types"), CAL_JOBJ));
+        if (k == 0) {
+            CHECK(cal_view_check(doc.root, err, sizeof err) == 0);
+        } else {
+            CHECK(cal_view_check(doc.root, err, sizeof err) != 0 &&
+                  strstr(err, "heap.types[0].count") != NULL);
+        }
+        cal_jdoc_free(&doc);
+        cal_buf_free(&b);
+    }
+    cal_profile_free(p);
+}
+
 /* The garbage collector: gc_s in the time records, summary.gc (null when
    the collector was not read), both accepted by the shape check and shown
    by the terminal report, and a child's collections merged in. */
@@ -2919,6 +3006,7 @@ int main(void)
     test_map();
     test_atypes();
     test_gc();
+    test_heap_member();
     test_strings();
     test_profile();
     test_json_writer();
@@ -2930,6 +3018,7 @@ int main(void)
     test_text_long_word();
     test_rand();
     test_clock();
+    test_runnable();
     test_gpu_entries();
     test_buf_write();
     test_buf_write_safely();

@@ -1,11 +1,11 @@
 """Lines that make reference cycles, some of them triggering many
 collections of the cyclic garbage collector and some none, in the main
 thread and in a worker thread; measures its own truth when asked
-(argv[2] == "measure"): a gc.callbacks callback takes the CPU time of each
-collection (the collecting thread's time.thread_time() from "start" to
-"stop") and credits it to the line of this file that was running when it
-started (the innermost frame of this file the callback was called from,
-as a profiler credits the innermost profiled line).
+(argv[2] == "measure", with tests/programs/gctimer.c built and on the
+path): a gc.callbacks callback in C takes the CPU time of each collection
+(the collecting thread's CPU clock from "start" to "stop") and credits it
+to the line of this file that was running when it started (the innermost
+frame of this file, as a profiler credits the innermost profiled line).
 
 Writes to argv[1]: {"lines": {line: seconds}, "collections": per
 generation over the work, "collections_all": over the whole script,
@@ -24,22 +24,8 @@ MEASURE = len(sys.argv) > 2 and sys.argv[2] == "measure"
 SCALE = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
 HERE = __file__
 
-gc_lines = {}
-started = {}
-
-
-def on_gc(phase, info):
-    me = threading.get_ident()
-    if phase == "start":
-        f = sys._getframe(1)
-        while f is not None and f.f_code.co_filename != HERE:
-            f = f.f_back
-        started[me] = (f.f_lineno if f is not None else 0, time.thread_time())
-    else:
-        line, t0 = started.pop(me, (0, None))
-        if t0 is not None:
-            gc_lines[line] = gc_lines.get(line, 0.0) + time.thread_time() - t0
-
+if MEASURE:
+    import gctimer
 
 class Node:
     pass
@@ -108,7 +94,7 @@ heap = [[i] for i in range(400000)]
 view_before = view()
 count_before = counted()
 if MEASURE:
-    gc.callbacks.append(on_gc)
+    gctimer.watch(HERE)
 stats_before = [s["collections"] for s in gc.get_stats()]
 cpu0 = time.process_time()
 main_cpu0 = time.thread_time()
@@ -138,8 +124,7 @@ cpu = time.process_time() - cpu0
 main_cpu = time.thread_time() - main_cpu0
 main_preempted = preempted() - preempted0
 stats_after = [s["collections"] for s in gc.get_stats()]
-if MEASURE:
-    gc.callbacks.remove(on_gc)
+gc_lines = gctimer.unwatch() if MEASURE else {}
 count_after = counted()
 view_after = view()
 at_end = [s["collections"] for s in gc.get_stats()]

@@ -141,11 +141,12 @@ def test_link_at_the_output_path_is_refused(tmp_path):
     assert_untouched(victim)
 
 
-def running_program(tmp_path, *options, seconds=30, env=None):
-    """A profiled program that runs until killed, and its run directory
-    (read, as `calipers dump` does, from its environment)."""
+def running_program(tmp_path, *options, seconds=30, env=None, source=None):
+    """A profiled program that runs until killed (or the given source),
+    and its run directory (read, as `calipers dump` does, from its
+    environment)."""
     prog = tmp_path / "sleeper.py"
-    prog.write_text("import time\nt = time.time()\nwhile time.time() - t < %d:\n"
+    prog.write_text(source or "import time\nt = time.time()\nwhile time.time() - t < %d:\n"
                     "    time.sleep(0.01)\n" % seconds)
     proc = subprocess.Popen([sys.executable, "-m", "calipers", "run", "--no-report",
                              "-o", str(tmp_path / "p.json"), *options, str(prog)],
@@ -171,6 +172,31 @@ def running_program(tmp_path, *options, seconds=30, env=None):
 def stop(proc):
     proc.kill()
     proc.wait(timeout=30)
+
+
+def test_link_planted_at_the_parts_file(tmp_path):
+    """A forked child appends its profile to the run directory's `parts`,
+    a name known in advance: a link planted there is not followed (that
+    child's part is lost, the link's target untouched)."""
+    victim = victim_file(tmp_path)
+    go = tmp_path / "go"
+    source = ("import os, time\nt = time.time()\n"
+              "while not os.path.exists(%r) and time.time() - t < 30:\n"
+              "    time.sleep(0.01)\n"
+              "pid = os.fork()\nif pid == 0:\n    os._exit(0)\n"
+              "print(os.waitpid(pid, 0)[1])\n" % str(go))
+    proc, run_dir = running_program(tmp_path, source=source)
+    try:
+        (run_dir / "parts").symlink_to(victim)
+        go.touch()
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        stop(proc)
+    assert proc.returncode == 0 and out == b"0\n"
+    assert_untouched(victim)
+    profile = json.loads((tmp_path / "p.json").read_text())
+    assert validate(profile)
+    assert [p["forked"] for p in profile["processes"]] == [False]
 
 
 def test_links_planted_in_the_run_directory(tmp_path):
