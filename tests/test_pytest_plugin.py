@@ -94,6 +94,9 @@ def _pytest(tmp_path, *args, timeout=300, under=None):
                                        "--junitxml", str(junit), *args],
         cwd=tmp_path / "project", env=env, capture_output=True, text=True, timeout=timeout)
     out = proc.stdout + proc.stderr
+    # No report: pytest died (a signal's exit code, its fault handler's
+    # traceback in the output).
+    assert junit.exists(), "pytest wrote no report (exit %d):\n%s" % (proc.returncode, out)
     outcomes = {}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
         kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]

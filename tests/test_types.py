@@ -4,12 +4,13 @@ collection, checked against a program that measures its own truth
 (tests/programs/alloc_types.py), and the collector's view left alone."""
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import PROGRAMS, line_of, validate
+from conftest import PROGRAMS, build_extension, line_of, validate
 
 PROGRAM = PROGRAMS / "alloc_types.py"
 
@@ -148,3 +149,29 @@ def test_terminal_block(typed_run):
     assert all(name in shown for name in expected), (shown, block)
     for row in block:
         assert len(row) <= 100
+
+
+def test_words_shaped_like_a_type_header_read_as_unknown(tmp_path):
+    """An extension's buffers from Python's object allocator, holding no
+    object, whose words point at memory shaped like a type header (every
+    pointer past it garbage): each is "unknown", and nothing past the
+    look-alike's header is read.  Reading its name, dict or qualified name
+    directly crashed a pytest session one run in a few hundred (ElementTree's
+    uninitialised parent stack, with a stale word)."""
+    program = PROGRAMS / "type_lookalikes.py"
+    out = tmp_path / "profile.json"
+    env = dict(os.environ, PYTHONPATH=str(build_extension("objbuffers", tmp_path)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "calipers", "run", "-o", str(out), "--memory-interval", "1",
+         str(program)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "kept 40000" in proc.stdout
+    profile = validate(json.loads(out.read_text()))
+    no = line_of(program, "@lookalikes")
+    rec = next(r for r in profile["allocated_types"]["lines"]
+               if r["file"].endswith("type_lookalikes.py") and r["line"] == no)
+    # Every allocation is sampled: the 40000 buffers, besides the list of
+    # them (PyMem's: "buffer") and the int keep returns.
+    types = {t["type"]: t["samples"] for t in rec["types"]}
+    assert types.get("unknown", 0) >= 40000, types
+    assert set(types) <= {"unknown", "buffer", "int"}, types

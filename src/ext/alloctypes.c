@@ -17,11 +17,16 @@
  * 3.11 the managed dict and weak references); at each offset the header
  * must look alive (a reference count below 2^32, not 0 but at a free), and
  * its type pointer must be a type: one seen before whose tp_name has not
- * moved, or a readable object whose own type has Py_TPFLAGS_TYPE_SUBCLASS,
- * that is ready, and whose pre-header size is that offset.  A block that
- * passes no offset is "unknown".  PyMem blocks are "buffer" (a list's
- * items, a set's table: never an object), malloc's "native".  Names are
- * interned once per type in the profile's strings.
+ * moved, or a readable object whose header looks alive, whose own type is
+ * alive and has Py_TPFLAGS_TYPE_SUBCLASS, that is ready, and whose
+ * pre-header size is that offset.  A block that passes no offset is
+ * "unknown".  An object-allocator block need not hold an object (an
+ * extension's array, uninitialised, with a stale word from a freed type),
+ * so a static type's name is read through the window, and a class's memory
+ * is read directly only once it is whole: its slot tables point into
+ * itself, its dict and qualified name are live objects of their types.  PyMem blocks
+ * are "buffer" (a list's items, a set's table: never an object), malloc's "native".
+ * Names are interned once per type in the profile's strings.
  *
  * SURVIVAL.  At its birth and at its death a sample notes the collector's
  * count of collections (calx_gc_collections, read from the interpreter's
@@ -205,22 +210,57 @@ static void put_str(char *buf, size_t *n, PyObject *u)
     }
 }
 
-/* The qualified name of a type known to be one: tp_name for a static type
-   ("dict", "numpy.ndarray"), module.qualname for a class ("builtins" left
-   out). */
-static uint32_t name_type(PyTypeObject *tp)
+/* Whether a copied object header looks alive: a reference count with bits
+   32-47 clear (3.14's ob_overflow, a pointer's) and a low half not 0. */
+static int header_alive(const PyObject *copy)
+{
+    uint64_t refcnt;
+    memcpy(&refcnt, copy, sizeof refcnt);
+    return !((refcnt >> 32) & 0xffff) && (uint32_t)refcnt != 0;
+}
+
+/* Whether the object at `at` is a live one of exactly type `tp`. */
+static int alive_of_type(const void *at, const PyTypeObject *tp)
+{
+    PyObject head;
+    return at && !((uintptr_t)at & 7) &&
+           cal_vmread_sigsafe(&A.vm, at, &head, sizeof head) == 0 &&
+           header_alive(&head) && Py_TYPE(&head) == tp;
+}
+
+/* The C string at s, read through the window a page at a time (a string
+   may end just before an unmapped page); its length, 0 if unreadable. */
+static size_t read_cstr(const char *s, char *buf, size_t max)
+{
+    size_t n = 0;
+    while (s && n + 1 < max) {
+        size_t page = 4096 - ((uintptr_t)(s + n) & 4095), want = max - 1 - n;
+        want = want < page ? want : page;
+        want = want < 256 ? want : 256;
+        if (cal_vmread_sigsafe(&A.vm, s + n, buf + n, want) != 0)
+            return 0;
+        for (size_t i = 0; i < want; i++, n++)
+            if (!buf[n])
+                return n;
+    }
+    return n;
+}
+
+/* The qualified name of the type at tp, checked to be one by type_at:
+   tp_name for a static type ("dict", "numpy.ndarray", read through the
+   window), module.qualname for a class ("builtins" left out; a heap type
+   checked whole, so its memory is read directly). */
+static uint32_t name_type(PyTypeObject *tp, const PyTypeObject *copy)
 {
     char buf[NAME_MAX_BYTES];
     size_t n = 0;
-    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
-        const char *s = tp->tp_name ? tp->tp_name : "?";
-        n = strnlen(s, NAME_MAX_BYTES - 1);
-        memcpy(buf, s, n);
+    if (!(copy->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        n = read_cstr(copy->tp_name, buf, NAME_MAX_BYTES);
     } else {
         PyHeapTypeObject *ht = (PyHeapTypeObject *)tp;
         /* PyDict_GetItem: str keys run no Python code, and it leaves the
            thread's exception (the program's, maybe) as it was. */
-        PyObject *mod = tp->tp_dict && PyDict_Check(tp->tp_dict) && A.module_key
+        PyObject *mod = tp->tp_dict && A.module_key
                             ? PyDict_GetItem(tp->tp_dict, A.module_key)
                             : NULL;
         if (mod && PyUnicode_Check(mod) &&
@@ -234,6 +274,26 @@ static uint32_t name_type(PyTypeObject *tp)
         return A.unknown;
     uint32_t id = cal_profile_string(A.profile, buf, n);
     return id == CAL_PROFILE_NONE ? A.unknown : id;
+}
+
+/* Whether the heap type at tp (its PyTypeObject copied) is one whole: a
+   live class's slot tables point into itself, its dict and qualified name
+   are live objects of their types.  A word of a buffer that points at
+   something shaped like a type header, or a type freed since, fails. */
+static int heap_type_whole(const void *tp)
+{
+    _Static_assert(sizeof(PyHeapTypeObject) <= CAL_VMREAD_MAX, "read at once");
+    PyHeapTypeObject ht;
+    if (cal_vmread_sigsafe(&A.vm, tp, &ht, sizeof ht) != 0)
+        return 0;
+    const PyHeapTypeObject *self = tp;
+    const PyTypeObject *t = &ht.ht_type;
+    return t->tp_as_async == &self->as_async && t->tp_as_number == &self->as_number &&
+           t->tp_as_mapping == &self->as_mapping &&
+           t->tp_as_sequence == &self->as_sequence &&
+           t->tp_as_buffer == &self->as_buffer &&
+           alive_of_type(ht.ht_qualname, &PyUnicode_Type) &&
+           (!t->tp_dict || alive_of_type(t->tp_dict, &PyDict_Type));
 }
 
 /* The name of the type at `tp` if it is one whose objects begin `pre`
@@ -265,13 +325,15 @@ static uint32_t type_at(const void *tp, int pre)
         cal_vmread_sigsafe(&A.vm, meta + offsetof(PyTypeObject, tp_flags), &meta_flags,
                            sizeof meta_flags) != 0)
         return CAL_PROFILE_NONE;
-    if (!(meta_flags & Py_TPFLAGS_TYPE_SUBCLASS) ||
+    if (!header_alive((PyObject *)&copy) || !header_alive(&meta_head) ||
+        !(meta_flags & Py_TPFLAGS_TYPE_SUBCLASS) ||
         !(copy.tp_flags & Py_TPFLAGS_READY) ||
         copy.tp_basicsize < (Py_ssize_t)sizeof(PyObject) ||
         pre_of(copy.tp_flags) != pre)
         return CAL_PROFILE_NONE;
-    /* It is a type: its memory is its own, readable directly. */
-    uint32_t name = name_type((PyTypeObject *)tp);
+    if ((copy.tp_flags & Py_TPFLAGS_HEAPTYPE) && !heap_type_whole(tp))
+        return CAL_PROFILE_NONE;
+    uint32_t name = name_type((PyTypeObject *)tp, &copy);
     if (k == CAL_MAP_NONE) {
         if (A.nknown == A.known_cap) {
             size_t cap = A.known_cap ? A.known_cap * 2 : 64;
