@@ -62,6 +62,29 @@ class Run:
         return {}
 
 
+def main_thread_lines(profile):
+    """The main thread's part of each line, from the stack table, as the
+    reports compute it: a node's self times belong to the innermost frame
+    on its stack that is not library code.  {(file name, line): [CPU
+    seconds, waiting seconds, nodes summed]}."""
+    st = profile["stacks"]
+    at = {name: k for k, name in enumerate(st["node_fields"])}
+    main = next(i for i, th in enumerate(profile["threads"]) if th["main"])
+    owner, mine = [], {}
+    for i, n in enumerate(st["nodes"]):
+        frame = st["frames"][n[at["frame"]]] if n[at["frame"]] >= 0 else None
+        owner.append(i if frame and not frame["library"]
+                     else owner[n[at["parent"]]] if n[at["parent"]] >= 0 else -1)
+        if n[at["thread"]] == main and owner[i] >= 0:
+            o = st["nodes"][owner[i]]
+            key = (Path(st["frames"][o[at["frame"]]]["file"]).name, o[at["line"]])
+            got = mine.setdefault(key, [0.0, 0.0, 0])
+            got[0] += sum(n[at[k]] for k in ("python_s", "native_s", "system_s"))
+            got[1] += n[at["waiting_s"]]
+            got[2] += 1
+    return mine
+
+
 def cpu(rec):
     return rec["python_s"] + rec["native_s"] + rec["system_s"]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import fake_nvml
-from conftest import PROGRAMS, TRUTH, line_of, validate
+from conftest import PROGRAMS, TRUTH, line_of, main_thread_lines, validate
 
 pytestmark = pytest.mark.browser
 
@@ -473,30 +473,18 @@ def test_hottest_lines_views(browser, tmp_path, run_calipers):
     assert page.evaluate("document.activeElement.id") == "hot-threads"
     page.keyboard.press("ArrowDown")
     assert page.input_value("#hot-threads") == "main"
-    st = prof["stacks"]
-    fields = st["node_fields"]
-    at = {name: fields.index(name) for name in fields}
-    owner, mine = [], {}
-    for i, n in enumerate(st["nodes"]):
-        frame = st["frames"][n[at["frame"]]] if n[at["frame"]] >= 0 else None
-        owner.append(i if frame and not frame["library"] else owner[n[at["parent"]]] if n[at["parent"]] >= 0 else -1)
-        if n[at["thread"]] == main and owner[i] >= 0:
-            o = st["nodes"][owner[i]]
-            key = (Path(st["frames"][o[at["frame"]]]["file"]).name, o[at["line"]])
-            got = mine.setdefault(key, [0.0, 0])
-            got[0] += sum(n[at[k]] for k in ("python_s", "native_s", "system_s"))
-            got[1] += 1
+    mine = main_thread_lines(prof)
     main_cpu = cpu(prof["threads"][main])
     rows = hot_rows(page)
     assert rows and ("threaded.py", main_line) in [r[:2] for r in rows]
     assert ("helper.py", crunch_line) not in [r[:2] for r in rows]  # the worker's line
     for where, no, s, shown, share in rows:
-        total, nodes = mine[where, no]
+        total, _, nodes = mine[where, no]
         assert abs(s - total) <= 1e-6 * nodes, (where, no)
         assert shown == shown_secs(s) and share == shown_pct_of(s, main_cpu)
     # Only the main thread runs main-line: its figure there is the line table's.
     s = next(r[2] for r in rows if r[:2] == ("threaded.py", main_line))
-    assert abs(s - cpu(lines["threaded.py", main_line])) <= 1e-6 * mine["threaded.py", main_line][1]
+    assert abs(s - cpu(lines["threaded.py", main_line])) <= 1e-6 * mine["threaded.py", main_line][2]
     assert "% of the main thread's CPU time (" + shown_secs(main_cpu) + ")" in caption.inner_text()
 
     # All time again, main thread: the sleeping line is back, and the join line with the
@@ -507,7 +495,7 @@ def test_hottest_lines_views(browser, tmp_path, run_calipers):
     assert {("threaded.py", sleep_line), ("threaded.py", join_line)} <= {r[:2] for r in rows}
     assert not {("helper.py", crunch_line), ("threaded.py", worker_sleep)} & {r[:2] for r in rows}
     for where, no, s, shown, share in rows:
-        assert abs(s - cpu(lines[where, no]) - lines[where, no]["waiting_s"]) <= 1e-6 * mine[where, no][1]
+        assert abs(s - cpu(lines[where, no]) - lines[where, no]["waiting_s"]) <= 1e-6 * mine[where, no][2]
         assert share == shown_pct_of(s, cpu(prof["threads"][main]) + prof["threads"][main]["waiting_s"])
     assert "% of the main thread's time" in caption.inner_text()
     # A new threshold redraws the page's tables; the list keeps its view.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, line_of
+from conftest import PROGRAMS, line_of, main_thread_lines
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -271,3 +271,95 @@ def test_the_hottest_lines_of_every_file_come_first(run_calipers):
         assert where in found, (where, hot)
     # The list comes before the first file's table.
     assert "% of the" not in head and "% of the" in rest, text
+
+
+def hot_view(path, hottest, width=200):
+    """`calipers view --hottest VIEW`: (caption, rows), each row (file
+    name, line, shown time, shown share)."""
+    out = calipers("view", "--hottest", hottest, "--width", width, "--color", "never", path)
+    assert out.returncode == 0, out.stderr
+    rest = out.stdout.split("\nthe hottest lines, of every file: ", 1)[1]
+    block = rest.split("\n\n")[0].splitlines()
+    heads = next(i for i, row in enumerate(block) if row.split()[:3] == ["line", "time", "%"])
+    rows = []
+    for row in block[heads + 1:]:
+        no, shown, share, _, where = row.split(None, 4)
+        rows.append((where.split(":")[0], int(no), shown, share))
+    return " ".join(block[1:heads]), rows
+
+
+def test_hottest_lines_views_in_the_terminal(run_calipers, tmp_path):
+    """`calipers view --hottest cpu|main|main,cpu` (issue 18): the HTML
+    viewer's views of the hottest lines, in the terminal; each row checked
+    against the profile's figures (the main thread's from its stack table)."""
+    prog = PROGRAMS / "twofiles" / "threaded.py"
+    main_line, sleep_line = line_of(prog, "main-line"), line_of(prog, "sleep-line")
+    crunch_line = line_of(PROGRAMS / "twofiles" / "helper.py", "crunch-line")
+    join_line = line_of(prog, "join-line")
+    run = run_calipers(prog, options=["--no-report"])
+    assert run.returncode == 0, run.stderr
+    prof = run.profile
+    cpu = lambda t: t["python_s"] + t["native_s"] + t["system_s"]
+    secs = lambda s: "%.2fs" % s
+    pct = lambda part, whole: "<1%" if part / whole < 0.005 else "%.0f%%" % (100 * part / whole)
+    lines = {(Path(f["path"]).name, l["line"]): l for f in prof["files"] for l in f["lines"]}
+
+    # CPU time only, every thread: the lines by CPU time, a share of the threads' CPU time.
+    caption, rows = hot_view(run.outfile, "cpu")
+    cpu_all = cpu(prof["summary"])
+    want = sorted((k for k, l in lines.items() if cpu(l) > 0 and 100 * cpu(l) / cpu_all >= 1),
+                  key=lambda k: -cpu(lines[k]))[:10]
+    assert [r[:2] for r in rows] == want, (rows, want)
+    assert ("helper.py", crunch_line) in want and ("threaded.py", sleep_line) not in want
+    for where, no, shown, share in rows:
+        assert (shown, share) == (secs(cpu(lines[where, no])), pct(cpu(lines[where, no]), cpu_all))
+    assert "%% of the threads' CPU time (%s)" % secs(cpu_all) in caption, caption
+    cpu_rows = rows
+
+    # The main thread only, all its time: the sleep and join lines (the join's waiting is in
+    # threading.py's frames, charged to it), not the worker's lines.
+    mine = main_thread_lines(prof)
+    main = next(th for th in prof["threads"] if th["main"])
+    caption, rows = hot_view(run.outfile, "main")
+    found = [r[:2] for r in rows]
+    assert {("threaded.py", main_line), ("threaded.py", sleep_line),
+            ("threaded.py", join_line)} <= set(found), rows
+    assert ("helper.py", crunch_line) not in found
+    whole = cpu(main) + main["waiting_s"]
+    for where, no, shown, share in rows:
+        s = mine[where, no][0] + mine[where, no][1]
+        assert (shown, share) == (secs(s), pct(s, whole)), (where, no)
+    assert found == sorted(found, key=lambda k: -sum(mine[k][:2]))
+    assert "The main thread's time (CPU and waiting)" in caption
+    assert "%% of its time (%s)" % secs(whole) in caption, caption
+
+    # Both: the main thread's CPU time; the sleeping line drops out.
+    caption, rows = hot_view(run.outfile, "main,cpu")
+    assert ("threaded.py", main_line) in [r[:2] for r in rows]
+    assert ("threaded.py", sleep_line) not in [r[:2] for r in rows]
+    for where, no, shown, share in rows:
+        assert (shown, share) == (secs(mine[where, no][0]), pct(mine[where, no][0], cpu(main)))
+    assert "%% of its CPU time (%s)" % secs(cpu(main)) in caption, caption
+
+    # A profile without a stack table (before 0.2) says why there is no main-thread view.
+    del prof["stacks"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(prof))
+    out = calipers("view", "--hottest", "main", "--width", 100, "--color", "never", old)
+    assert out.returncode == 0, out.stderr
+    assert "main thread only: not shown, this profile has no stack table" in out.stdout
+    # The CPU view needs none: the same rows.
+    assert hot_view(old, "cpu")[1] == cpu_rows
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hottest", "gpu", "x.json"], "--hottest: expected cpu, main or main,cpu, not 'gpu'"),
+    (["--hottest", "", "x.json"], "--hottest: expected cpu, main or main,cpu, not ''"),
+    (["--hottest", "cpu", "--html", "x.html", "x.json"],
+     "--hottest is for the terminal report: the HTML report offers the same views as "
+     "selectors above its list of the hottest lines"),
+])
+def test_hottest_usage_errors(tmp_path, args, message):
+    out = calipers("view", *args, cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr == "calipers: error: %s\n" % message

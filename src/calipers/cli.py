@@ -105,6 +105,11 @@ view options:
   --width N                 columns (default: the terminal's, or 100)
   --min-percent N           as for run (default 1)
   --max-rows N              at most N source lines in all (default 300)
+  --hottest VIEW            the list of the hottest lines over cpu (CPU time
+                            only, waiting left out), main (the main thread
+                            only, from the stack table) or main,cpu; shown
+                            even when its lines are all in one file (the
+                            HTML report has the same views as selectors)
   --color WHEN              auto (a terminal, unless NO_COLOR is set),
                             always or never
 
@@ -934,11 +939,21 @@ def terminal_width():
     return 100
 
 
+def parse_hottest(text):
+    """--hottest: the set of views named, "cpu", "main" or both
+    ("main,cpu", in either order)."""
+    views = set(part.strip() for part in text.split(","))
+    if not text or not views <= {"cpu", "main"}:
+        raise UsageError("--hottest: expected cpu, main or main,cpu, not %r" % text)
+    return views
+
+
 def view(args):
     """calipers view: render a saved profile."""
     from calipers import _calipers
 
-    opts = {"html": None, "width": None, "min_percent": 1.0, "max_rows": 300, "color": "auto"}
+    opts = {"html": None, "width": None, "min_percent": 1.0, "max_rows": 300, "color": "auto",
+            "hottest": None}
     path = None
     i = 0
     while i < len(args):
@@ -948,9 +963,12 @@ def view(args):
             print_and_exit(VIEW_HELP)
         if name == "--text" and not eq:
             opts["html"] = None
-        elif name in ("--html", "--width", "--min-percent", "--max-rows", "--color"):
+        elif name in ("--html", "--width", "--min-percent", "--max-rows", "--color",
+                      "--hottest"):
             value, i = option_value(args, i, name, eq, value)
-            if name == "--html":
+            if name == "--hottest":
+                opts["hottest"] = parse_hottest(value)
+            elif name == "--html":
                 if not value:
                     raise UsageError("--html: expected a file name")
                 opts["html"] = value
@@ -973,6 +991,9 @@ def view(args):
         i += 1
     if path is None:
         raise UsageError("no profile to view (calipers view profile.json)")
+    if opts["html"] and opts["hottest"]:
+        raise UsageError("--hottest is for the terminal report: the HTML report offers "
+                         "the same views as selectors above its list of the hottest lines")
     html = check_outfile(opts["html"], "--html", "the HTML report") if opts["html"] else None
     data = read_profile(path)
     try:
@@ -985,8 +1006,10 @@ def view(args):
             tty = {"always": True, "never": False}.get(opts["color"])
             if tty is None:
                 tty = _common.styled(1)
+            hottest = opts["hottest"] or ()
             text = _calipers.render_text(data, width, tty, opts["min_percent"],
-                                         opts["max_rows"], None)
+                                         opts["max_rows"], None, "cpu" in hottest,
+                                         "main" in hottest)
     except ValueError as exc:
         raise InputError("%s: %s" % (path, exc), 1)
     if html:

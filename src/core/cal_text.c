@@ -24,6 +24,8 @@
 #define _GNU_SOURCE /* qsort_r */
 #include "cal_view.h"
 
+#include "cal_stacks.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -1080,6 +1082,274 @@ done:
 
 #define HOT_ROWS 10 /* lines in the list of the hottest across files */
 
+/* ---- the hottest lines over CPU time or the main thread ----------------
+   HOW IT WORKS (as the HTML viewer's hotMainLines and hotRows).  Over CPU
+   time a line weighs its Python + native + system time, as a share of
+   the run's (or the main thread's) CPU time: lines that only waited drop
+   out.  files[].lines sums every thread, so the main thread's part of a
+   line comes from the stack table: a node's self times belong to the
+   innermost profiled frame on its stack (its own frame when that is not
+   library code, else its nearest such caller's, as the line table
+   charges library code to the program line that called it); nodes come
+   after their parents, so one pass finds each node's owner.  The main
+   thread is the first thread marked main (the main process's). */
+
+typedef struct hot_rec {
+    const char *path;
+    long no;
+    times t;
+    double v, s; /* its time in the view, and its share of the view's whole */
+} hot_rec;
+
+static int cmp_hot_place(const void *x, const void *y)
+{
+    const hot_rec *a = x, *b = y;
+    int c = strcmp(a->path, b->path);
+    return c ? c : (a->no > b->no) - (a->no < b->no);
+}
+
+static int cmp_hot_share(const void *x, const void *y)
+{
+    const hot_rec *a = x, *b = y;
+    if (a->s != b->s)
+        return a->s < b->s ? 1 : -1;
+    return cmp_hot_place(x, y);
+}
+
+/* The main thread's times per line, from the stack table, merged by
+   place: *n of them (malloc'ed), or NULL with *why saying why not (or
+   *n = 0, *why NULL: none).  main: its index in threads. */
+static hot_rec *main_lines(const report *r, size_t main, size_t *n, const char **why)
+{
+    const cal_jv *stacks = cal_jv_get(r->root, "stacks");
+    *n = 0;
+    *why = NULL;
+    if (!cal_jv_is(stacks, CAL_JOBJ)) {
+        *why = "this profile has no stack table (it was written before calipers 0.2), "
+               "which the main thread's figures come from";
+        return NULL;
+    }
+    const cal_jv *fields = cal_jv_get(stacks, "node_fields");
+    for (int i = 0; i < 8; i++) { /* parent, frame, line, thread, the times */
+        const char *got = cal_jv_str(cal_jv_at(fields, (size_t)i), NULL);
+        if (!got || strcmp(got, cal_stacks_node_fields[i]) != 0) {
+            *why = "its stack table's node fields are not the ones this calipers reads";
+            return NULL;
+        }
+    }
+    const cal_jv *frames = cal_jv_get(stacks, "frames");
+    const cal_jv *nodes = cal_jv_get(stacks, "nodes");
+    size_t nn = cal_jv_len(nodes), nf = cal_jv_len(frames);
+    long *owner = malloc((nn ? nn : 1) * sizeof *owner);
+    hot_rec *recs = malloc((nn ? nn : 1) * sizeof *recs);
+    if (!owner || !recs) {
+        free(owner);
+        free(recs);
+        *why = "out of memory";
+        return NULL;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < nn; i++) {
+        const cal_jv *v = cal_jv_at(nodes, i);
+        double parent = cal_jv_num(cal_jv_at(v, 0), -1),
+               frame = cal_jv_num(cal_jv_at(v, 1), -1);
+        /* The checked profile's indices are whole numbers from -1 up: a
+           parent must come before its node, a frame exist. */
+        const cal_jv *fr =
+            frame >= 0 && frame < (double)nf ? cal_jv_at(frames, (size_t)frame) : NULL;
+        int up = parent >= 0 && parent < (double)i;
+        owner[i] = fr && !cal_jv_bool(cal_jv_get(fr, "library"), 0) ? (long)i
+                   : up ? owner[(size_t)parent]
+                        : -1;
+        if (owner[i] < 0 || cal_jv_num(cal_jv_at(v, 3), -1) != (double)main)
+            continue;
+        const cal_jv *o = cal_jv_at(nodes, (size_t)owner[i]);
+        const cal_jv *of = cal_jv_at(frames, (size_t)cal_jv_num(cal_jv_at(o, 1), 0));
+        recs[m++] = (hot_rec){
+            cal_jv_getstr(of, "file", "?"), (long)cal_jv_num(cal_jv_at(o, 2), 0),
+            (times){cal_jv_num(cal_jv_at(v, 4), 0), cal_jv_num(cal_jv_at(v, 5), 0),
+                    cal_jv_num(cal_jv_at(v, 6), 0), cal_jv_num(cal_jv_at(v, 7), 0), 0,
+                    0},
+            0, 0};
+    }
+    free(owner);
+    if (m)
+        qsort(recs, m, sizeof *recs, cmp_hot_place);
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (k && cmp_hot_place(&recs[k - 1], &recs[i]) == 0) {
+            recs[k - 1].t.py += recs[i].t.py;
+            recs[k - 1].t.nat += recs[i].t.nat;
+            recs[k - 1].t.sys += recs[i].t.sys;
+            recs[k - 1].t.wait += recs[i].t.wait;
+        } else {
+            recs[k++] = recs[i];
+        }
+    }
+    *n = k;
+    return recs;
+}
+
+/* Every line of every file, as view records (*n; NULL: none or no memory). */
+static hot_rec *all_lines(const report *r, size_t *n)
+{
+    const cal_jv *files = cal_jv_get(r->root, "files");
+    size_t cap = 0, m = 0;
+    for (size_t f = 0; f < cal_jv_len(files); f++)
+        cap += cal_jv_len(cal_jv_get(cal_jv_at(files, f), "lines"));
+    hot_rec *recs = cap ? malloc(cap * sizeof *recs) : NULL;
+    for (size_t f = 0; recs && f < cal_jv_len(files); f++) {
+        const cal_jv *file = cal_jv_at(files, f);
+        const cal_jv *lines = cal_jv_get(file, "lines");
+        for (size_t i = 0; i < cal_jv_len(lines); i++) {
+            const cal_jv *ln = cal_jv_at(lines, i);
+            recs[m++] =
+                (hot_rec){cal_jv_getstr(file, "path", "?"),
+                          (long)cal_jv_getnum(ln, "line", 0), get_times(ln), 0, 0};
+        }
+    }
+    *n = m;
+    return recs;
+}
+
+/* The source of line `no` of the profiled file at `path`, or NULL. */
+static const char *source_at(const report *r, const char *path, long no)
+{
+    const cal_jv *files = cal_jv_get(r->root, "files");
+    for (size_t f = 0; f < cal_jv_len(files); f++) {
+        const cal_jv *file = cal_jv_at(files, f);
+        if (strcmp(cal_jv_getstr(file, "path", ""), path) == 0)
+            return source_text(file, no);
+    }
+    return NULL;
+}
+
+/* The hottest lines in the view the options ask for: over CPU time only,
+   over the main thread only, or both. */
+static void hottest_view(report *r)
+{
+    int cpu = r->o->hot_cpu, on_main = r->o->hot_main;
+    const cal_jv *threads = cal_jv_get(r->root, "threads");
+    size_t main = cal_jv_len(threads);
+    for (size_t i = 0; i < cal_jv_len(threads) && main == cal_jv_len(threads); i++)
+        if (cal_jv_bool(cal_jv_get(cal_jv_at(threads, i), "main"), 0))
+            main = i;
+    int many = r->summed;
+    const char *who = cal_jv_len(cal_jv_get(r->root, "processes")) > 1
+                          ? "the main process's main thread"
+                          : "the main thread";
+    cal_buf_puts(r->out, "\n");
+    style(r->out, r->tty, BOLD);
+    add_text(r->out,
+             cpu && on_main
+                 ? "the hottest lines, of every file: the main thread's CPU time"
+             : cpu ? "the hottest lines, of every file: CPU time only"
+                   : "the hottest lines, of every file: the main thread only",
+             r->width, r->tty);
+    style(r->out, r->tty, RESET);
+    cal_buf_puts(r->out, "\n");
+    size_t n = 0;
+    const char *why = NULL;
+    hot_rec *recs = NULL;
+    if (on_main && main == cal_jv_len(threads))
+        why = "this profile names no main thread";
+    else
+        recs = on_main ? main_lines(r, main, &n, &why) : all_lines(r, &n);
+    cal_buf say;
+    cal_buf_init(&say);
+    if (why) {
+        cal_buf_printf(&say, "main thread only: not shown, %s.", why);
+        add_wrapped(r->out, say.data ? say.data : "", r->width, 0, r->tty);
+        cal_buf_free(&say);
+        free(recs);
+        return;
+    }
+    times whole_t =
+        get_times(on_main ? cal_jv_at(threads, main) : cal_jv_get(r->root, "summary"));
+    double whole = cpu ? t_cpu(whole_t) : t_all(whole_t);
+    for (size_t i = 0; i < n; i++) {
+        if (cpu)
+            recs[i].t.wait = 0; /* the split shows the CPU's kinds only */
+        recs[i].v = t_all(recs[i].t);
+        recs[i].s = whole > 0 ? recs[i].v / whole : 0;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (recs[i].s > 0 && recs[i].s * 100 >= r->o->min_percent)
+            recs[k++] = recs[i];
+    if (k)
+        qsort(recs, k, sizeof *recs, cmp_hot_share);
+    /* What the percentages are of, and what is left out. */
+    char w[32];
+    human_seconds(w, sizeof w, whole);
+    if (on_main)
+        cal_buf_printf(
+            &say, "%c%s's %s at each line, from the stack table; %% of its %s (%s).",
+            'T', who + 1,
+            cpu ? "CPU time (Python, native, system; waiting left out)"
+                : "time (CPU and waiting)",
+            cpu ? "CPU time" : "time", w);
+    else
+        cal_buf_printf(
+            &say,
+            "CPU time only (Python, native, system; waiting left out), summed "
+            "over all threads; %% of the %s CPU time (%s).",
+            many ? "threads'" : "run's", w);
+    if (on_main)
+        for (size_t i = 0; i < cal_jv_len(threads); i++) {
+            const cal_jv *th = cal_jv_at(threads, i);
+            if (cal_jv_getnum(th, "ident", -1) == 0 && t_cpu(get_times(th)) > 0) {
+                cal_buf_puts(&say,
+                             " The CPU of native threads that never ran Python, which "
+                             "the files' tables credit to the main thread's lines, is "
+                             "not in it.");
+                break;
+            }
+        }
+    style(r->out, r->tty, DIM);
+    add_wrapped(r->out, say.data ? say.data : "", r->width, 0, r->tty);
+    style(r->out, r->tty, RESET);
+    cal_buf_free(&say);
+    if (!k) {
+        cal_buf_printf(r->out, "no line above %g%% in this view\n", r->o->min_percent);
+        free(recs);
+        return;
+    }
+    int on[NCOL] = {0};
+    on[C_LINE] = on[C_TIME] = on[C_PCT] = on[C_SPLIT] = 1;
+    int room = r->width - columns_width(on);
+    column_heads(r, on, "file: source");
+    char a[32], b[32];
+    for (size_t i = 0; i < k && i < HOT_ROWS; i++) {
+        style(r->out, r->tty, DIM);
+        cal_buf_printf(r->out, "%6ld", recs[i].no);
+        style(r->out, r->tty, RESET);
+        human_seconds(a, sizeof a, recs[i].v);
+        percent(b, sizeof b, recs[i].v, whole);
+        int strong = recs[i].s >= 0.10;
+        if (strong)
+            style(r->out, r->tty, BOLD);
+        cal_buf_printf(r->out, "%8s%5s", a, b);
+        if (strong)
+            style(r->out, r->tty, RESET);
+        cal_buf_puts(r->out, " ");
+        add_split(r->out, recs[i].t, SPLIT_CELLS, r->tty);
+        cal_buf_puts(r->out, "  ");
+        const char *path = display_path(recs[i].path, r->cwd);
+        const char *text = source_at(r, recs[i].path, recs[i].no);
+        cal_buf where;
+        cal_buf_init(&where);
+        cal_buf_printf(&where, "%s: %s", base_name(path),
+                       text ? dedent(text, indent_of(text)) : "");
+        add_text(r->out, where.data ? where.data : "", room, r->tty);
+        cal_buf_free(&where);
+        while (r->out->len && r->out->data[r->out->len - 1] == ' ')
+            r->out->len--;
+        cal_buf_puts(r->out, "\n");
+    }
+    free(recs);
+}
+
 /* The hottest lines of the whole program, whatever their file, most
    important first: with many files (--profile-all, a package) no one
    file's table shows where the time and memory went.  Only when the lines
@@ -1087,6 +1357,10 @@ done:
    same list, in context. */
 static void hottest_section(report *r)
 {
+    if (r->o->hot_cpu || r->o->hot_main) {
+        hottest_view(r);
+        return;
+    }
     const cal_jv *files = cal_jv_get(r->root, "files");
     size_t k;
     pick *cand = candidates(r, &k);

@@ -28,6 +28,11 @@ typedef struct cal_view_opts {
     double min_percent;  /* show lines holding at least this % of time or memory */
     int max_rows;        /* at most this many source rows in all (about 300) */
     const char *outfile; /* named at the end ("profile written to"), or NULL */
+    /* The list of the hottest lines over CPU time only (waiting left out),
+       and over the main thread only (from the stack table): the HTML
+       viewer's two selectors.  Either one shows the list even when its
+       lines are all in one file. */
+    int hot_cpu, hot_main;
 } cal_view_opts;
 
 /* 0 if `root` is a profile these renderers understand: the schema's name,

@@ -662,26 +662,29 @@ static PyObject *rendered(cal_jdoc *doc, cal_buf *b)
 
 PyDoc_STRVAR(
     render_text_doc,
-    "render_text(profile, width, tty, min_percent, max_rows, outfile) -> str\n\n"
+    "render_text(profile, width, tty, min_percent, max_rows, outfile,\n"
+    "            hot_cpu=False, hot_main=False) -> str\n\n"
     "The terminal report of a JSON profile (str or bytes): `width` columns,\n"
     "ANSI colour and glyphs if `tty`, lines holding at least `min_percent` of\n"
     "time or memory, at most `max_rows` of them; `outfile` (or None) is named\n"
-    "at the end.  Raises ValueError for a corrupt or foreign profile.");
+    "at the end.  hot_cpu, hot_main: the list of the hottest lines over CPU\n"
+    "time only, over the main thread only.  Raises ValueError for a corrupt\n"
+    "or foreign profile.");
 
 static PyObject *py_render_text(PyObject *self, PyObject *args)
 {
     (void)self;
     const char *text, *outfile;
     Py_ssize_t len;
-    int width, tty, max_rows;
+    int width, tty, max_rows, hot_cpu = 0, hot_main = 0;
     double min_percent;
-    if (!PyArg_ParseTuple(args, "s#ipdiz", &text, &len, &width, &tty, &min_percent,
-                          &max_rows, &outfile))
+    if (!PyArg_ParseTuple(args, "s#ipdiz|pp", &text, &len, &width, &tty, &min_percent,
+                          &max_rows, &outfile, &hot_cpu, &hot_main))
         return NULL;
     cal_jdoc doc;
     if (parse_profile(text, len, &doc) != 0)
         return NULL;
-    cal_view_opts o = {width, tty, min_percent, max_rows, outfile};
+    cal_view_opts o = {width, tty, min_percent, max_rows, outfile, hot_cpu, hot_main};
     cal_buf b;
     cal_buf_init(&b);
     Py_BEGIN_ALLOW_THREADS cal_view_text(doc.root, &o, &b);

@@ -33,8 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cal_view_check(d.root, err, sizeof err) == 0) {
         cal_buf b;
         cal_buf_init(&b);
-        cal_view_opts o = {60 + (int)(size % 120), (int)(size & 1), 1.0, 300,
-                           "out.json"};
+        cal_view_opts o = {
+            60 + (int)(size % 120), (int)(size & 1),     1.0, 300, "out.json",
+            (int)(size >> 1 & 1),   (int)(size >> 2 & 1)};
         cal_view_text(d.root, &o, &b);
         if (!o.tty && b.data && memchr(b.data, '\033', b.len))
             abort(); /* a control from the profile reached the terminal */

@@ -444,7 +444,7 @@ static void test_report_deterministic(void)
     CHECK(cal_view_check(doc.root, err, sizeof err) == 0);
     cal_buf s;
     for (int tty = 0; tty <= 1; tty++) {
-        cal_view_opts o = {100, tty, 1.0, 300, "out.json"};
+        cal_view_opts o = {100, tty, 1.0, 300, "out.json", 0, 0};
         cal_buf_init(&s);
         cal_view_text(doc.root, &o, &s);
         CHECK(s.data && strstr(s.data, "a.py") != NULL);
@@ -638,7 +638,12 @@ static void fuzz_profile(const char *seed, size_t n, int rounds)
             parsed++;
             if (cal_view_check(d.root, err, sizeof err) == 0) {
                 cal_view_opts o = {60 + (int)(fuzz_next() % 140),
-                                   (int)(fuzz_next() % 2), 1.0, 300, NULL};
+                                   (int)(fuzz_next() % 2),
+                                   1.0,
+                                   300,
+                                   NULL,
+                                   (int)(fuzz_next() % 2),
+                                   (int)(fuzz_next() % 2)};
                 cal_buf b;
                 cal_buf_init(&b);
                 cal_view_text(d.root, &o, &b);
@@ -742,7 +747,7 @@ static void test_text_long_word(void)
     CHECK(cal_jdoc_parse(&d, json, strlen(json), err, sizeof err) == 0);
     CHECK(cal_view_check(d.root, err, sizeof err) == 0);
     for (int tty = 0; tty <= 1; tty++) {
-        cal_view_opts o = {60, tty, 1.0, 300, NULL};
+        cal_view_opts o = {60, tty, 1.0, 300, NULL, 0, 0};
         cal_buf b;
         cal_buf_init(&b);
         cal_view_text(d.root, &o, &b);
@@ -1412,7 +1417,7 @@ static void test_view_controls(void)
     cal_buf out;
     for (int tty = 0; tty <= 1; tty++) {
         for (int width = 60; width <= 160; width += 7) {
-            cal_view_opts o = {width, tty, 0, 300, NULL};
+            cal_view_opts o = {width, tty, 0, 300, NULL, 0, 0};
             cal_buf_init(&out);
             cal_view_text(d.root, &o, &out);
             CHECK(out.data && strstr(out.data, "<U+202E><U+001B>[2J") != NULL);
@@ -1577,9 +1582,13 @@ static void fuzz_types(const char *seed, size_t len, int rounds)
         if (cal_jdoc_parse(&m, text.data, text.len, err, sizeof err) == 0 &&
             cal_view_check(m.root, err, sizeof err) == 0) {
             accepted++;
-            cal_view_opts o = {60 + (int)(fuzz_next() % 140), (int)(fuzz_next() % 2),
-                               (double)(fuzz_next() % 3), 1 + (int)(fuzz_next() % 400),
-                               NULL};
+            cal_view_opts o = {60 + (int)(fuzz_next() % 140),
+                               (int)(fuzz_next() % 2),
+                               (double)(fuzz_next() % 3),
+                               1 + (int)(fuzz_next() % 400),
+                               NULL,
+                               (int)(fuzz_next() % 2),
+                               (int)(fuzz_next() % 2)};
             cal_buf out;
             cal_buf_init(&out);
             cal_view_text(m.root, &o, &out);
@@ -2967,7 +2976,7 @@ static void test_gc(void)
     CHECK(cal_view_check(doc.root, err, sizeof err) == 0);
     cal_buf s;
     cal_buf_init(&s);
-    cal_view_opts o = {240, 0, 1.0, 300, NULL};
+    cal_view_opts o = {240, 0, 1.0, 300, NULL, 0, 0};
     cal_view_text(doc.root, &o, &s);
     CHECK(s.data && strstr(s.data, "garbage collector 0.03 s") != NULL);
     CHECK(strstr(s.data, "gen 2: 2") != NULL && strstr(s.data, "3 uncollectable"));
