@@ -6,6 +6,7 @@ calipers reads a sampled block's type after the allocation returns; it
 must call these "unknown", never read through the look-alike's pointers
 (its name, its dict, its qualified name are garbage here)."""
 import ctypes
+import random
 import struct
 import sys
 
@@ -31,6 +32,21 @@ fakes = [lookalike(READY), lookalike(READY | HEAPTYPE)]
 for fake in fakes:
     words = struct.pack("QQ", 1, ctypes.addressof(fake)) * 3
     kept = objbuffers.keep(words, 20000)  # @lookalikes
+# Then words drawn at random from a pool: counts, real types, a class,
+# live and freed objects, look-alikes and pointers into them, garbage.
+class Kept:
+    pass
+
+
+freed = [Kept() for _ in range(8)]
+pool = [0, 1, 2, 1 << 40, GARBAGE, id(type), id(int), id(dict), id(Kept), id(Kept()),
+        id(fakes), id(freed[3])]
+del freed
+pool += [ctypes.addressof(fake) + 8 * k for fake in fakes for k in range(0, 40, 3)]
+rng = random.Random(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
+for _ in range(20000):
+    words = struct.pack("6Q", *(rng.choice(pool) for _ in range(6)))
+    kept = objbuffers.keep(words, 1)  # @random
 print("kept", kept)
 objbuffers.release()
 sys.exit(0)
