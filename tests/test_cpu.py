@@ -173,7 +173,16 @@ def test_sleep_and_io_are_waiting_and_syscalls_are_system(run_calipers):
     assert cpu(sleep) <= 0.025, sleep
     assert recv["waiting_s"] == pytest.approx(truth["recv"], abs=0.025), recv
     assert cpu(recv) <= 0.025, recv
-    assert cpu(read) >= 0.35
+    # The read loop runs 0.5 s of the thread's CPU; the rest of it is the
+    # loop's own lines.  Where a preempted main thread is found is biased
+    # towards its time.thread_time() calls (INTERNALS, "The main thread:
+    # where the tick found it"; issue 18): when the run's main thread spent
+    # over a twentieth of its CPU preempted (the scheduler's count, as
+    # test_gc), the read line's floor is 0.30 s (CI beside other work:
+    # 0.335 s once), else 0.35 s.
+    main = next(t for t in run.profile["threads"] if t["main"])
+    quiet = main["preempted_s"] <= 0.05 * cpu(main)
+    assert cpu(read) >= (0.35 if quiet else 0.30), (read, main)
     assert read["system_s"] >= 0.5 * cpu(read), read
 
 
