@@ -1082,6 +1082,21 @@ done:
 
 #define HOT_ROWS 10 /* lines in the list of the hottest across files */
 
+/* The last cell of a row of the hottest lines, "file: source" in `room`
+   columns, and the row's end (no trailing blanks). */
+static void where_cell(report *r, const char *path, const char *text, int room)
+{
+    cal_buf where;
+    cal_buf_init(&where);
+    cal_buf_printf(&where, "%s: %s", base_name(display_path(path, r->cwd)),
+                   text ? dedent(text, indent_of(text)) : "");
+    add_text(r->out, where.data ? where.data : "", room, r->tty);
+    cal_buf_free(&where);
+    while (r->out->len && r->out->data[r->out->len - 1] == ' ')
+        r->out->len--;
+    cal_buf_puts(r->out, "\n");
+}
+
 /* ---- the hottest lines over CPU time or the main thread ----------------
    HOW IT WORKS (as the HTML viewer's hotMainLines and hotRows).  Over CPU
    time a line weighs its Python + native + system time, as a share of
@@ -1335,17 +1350,7 @@ static void hottest_view(report *r)
         cal_buf_puts(r->out, " ");
         add_split(r->out, recs[i].t, SPLIT_CELLS, r->tty);
         cal_buf_puts(r->out, "  ");
-        const char *path = display_path(recs[i].path, r->cwd);
-        const char *text = source_at(r, recs[i].path, recs[i].no);
-        cal_buf where;
-        cal_buf_init(&where);
-        cal_buf_printf(&where, "%s: %s", base_name(path),
-                       text ? dedent(text, indent_of(text)) : "");
-        add_text(r->out, where.data ? where.data : "", room, r->tty);
-        cal_buf_free(&where);
-        while (r->out->len && r->out->data[r->out->len - 1] == ' ')
-            r->out->len--;
-        cal_buf_puts(r->out, "\n");
+        where_cell(r, recs[i].path, source_at(r, recs[i].path, recs[i].no), room);
     }
     free(recs);
 }
@@ -1386,18 +1391,8 @@ static void hottest_section(report *r)
             const cal_jv *mem = cal_jv_get(ln, "memory");
             cells(r, on, cand[i].no, get_times(ln), mem, cal_jv_get(mem, "timeline"),
                   cal_jv_get(ln, "gpu"));
-            const char *path = display_path(cal_jv_getstr(file, "path", "?"), r->cwd);
-            const char *base = strrchr(path, '/');
-            const char *text = source_text(file, cand[i].no);
-            cal_buf where;
-            cal_buf_init(&where);
-            cal_buf_printf(&where, "%s: %s", base ? base + 1 : path,
-                           text ? dedent(text, indent_of(text)) : "");
-            add_text(r->out, where.data ? where.data : "", room, r->tty);
-            cal_buf_free(&where);
-            while (r->out->len && r->out->data[r->out->len - 1] == ' ')
-                r->out->len--;
-            cal_buf_puts(r->out, "\n");
+            where_cell(r, cal_jv_getstr(file, "path", "?"),
+                       source_text(file, cand[i].no), room);
         }
     }
     free(cand);
