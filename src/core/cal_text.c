@@ -627,25 +627,15 @@ static void column_heads(report *r, const int on[NCOL], const char *last)
     cal_buf_puts(r->out, "\n");
 }
 
-/* The number cells of a line or function record (NULL: a context row). */
-static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv *mem,
-                  const cal_jv *timeline, const cal_jv *gpu)
+/* A record's time (all of t's kinds), its share of `whole` and its split:
+   bold when `strong`. */
+static void time_cells(report *r, times t, double whole, int strong)
 {
     char a[32], b[32];
-    if (on[C_LINE]) {
-        style(r->out, r->tty, DIM);
-        if (no > 0)
-            cal_buf_printf(r->out, "%6ld", no);
-        else
-            cal_buf_puts(r->out, "      ");
-        style(r->out, r->tty, RESET);
-    }
     double all = t_all(t);
-    double alloc = alloc_of(mem);
-    int strong = share(r, t, alloc) >= 0.10;
     if (all > 0) {
         human_seconds(a, sizeof a, all);
-        percent(b, sizeof b, all, r->time_all);
+        percent(b, sizeof b, all, whole);
     } else {
         a[0] = b[0] = '\0';
     }
@@ -656,6 +646,23 @@ static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv 
         style(r->out, r->tty, RESET);
     cal_buf_puts(r->out, " ");
     add_split(r->out, t, SPLIT_CELLS, r->tty);
+}
+
+/* The number cells of a line or function record (NULL: a context row). */
+static void cells(report *r, const int on[NCOL], long no, times t, const cal_jv *mem,
+                  const cal_jv *timeline, const cal_jv *gpu)
+{
+    char a[32];
+    if (on[C_LINE]) {
+        style(r->out, r->tty, DIM);
+        if (no > 0)
+            cal_buf_printf(r->out, "%6ld", no);
+        else
+            cal_buf_puts(r->out, "      ");
+        style(r->out, r->tty, RESET);
+    }
+    double all = t_all(t), alloc = alloc_of(mem);
+    time_cells(r, t, r->time_all, share(r, t, alloc) >= 0.10);
     if (on[C_KINDS]) {
         double v[4] = {t.py, t.nat, t.sys, t.wait};
         for (int k = 0; k < 4; k++) {
@@ -1334,21 +1341,11 @@ static void hottest_view(report *r)
     on[C_LINE] = on[C_TIME] = on[C_PCT] = on[C_SPLIT] = 1;
     int room = r->width - columns_width(on);
     column_heads(r, on, "file: source");
-    char a[32], b[32];
     for (size_t i = 0; i < k && i < HOT_ROWS; i++) {
         style(r->out, r->tty, DIM);
         cal_buf_printf(r->out, "%6ld", recs[i].no);
         style(r->out, r->tty, RESET);
-        human_seconds(a, sizeof a, recs[i].v);
-        percent(b, sizeof b, recs[i].v, whole);
-        int strong = recs[i].s >= 0.10;
-        if (strong)
-            style(r->out, r->tty, BOLD);
-        cal_buf_printf(r->out, "%8s%5s", a, b);
-        if (strong)
-            style(r->out, r->tty, RESET);
-        cal_buf_puts(r->out, " ");
-        add_split(r->out, recs[i].t, SPLIT_CELLS, r->tty);
+        time_cells(r, recs[i].t, whole, recs[i].s >= 0.10);
         cal_buf_puts(r->out, "  ");
         where_cell(r, recs[i].path, source_at(r, recs[i].path, recs[i].no), room);
     }
