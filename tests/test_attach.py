@@ -88,16 +88,20 @@ def test_attach_to_a_blocked_program_times_out_and_leaves_it_unchanged(tmp_path)
     # the request withdrawn, takes nothing in and removes the exchange
     # directory.
     target = start("attach_sleeper.py", "4")
+    # The exchange directory is made in the attaching process's TMPDIR: a
+    # directory of this test's own (another test run's attaches would show
+    # in a shared /tmp).
+    exchanges = tmp_path / "tmp"
+    exchanges.mkdir()
     try:
         proc = attach("--duration", "1", "-o", tmp_path / "p.json", target.pid,
-                      env={"CALIPERS_ATTACH_WAIT": "1.5"})
+                      env={"CALIPERS_ATTACH_WAIT": "1.5", "TMPDIR": str(exchanges)})
     finally:
         stdout, stderr = target.communicate(timeout=60)
     one_line_error(proc, "process %d did not run calipers' request within 2 s" % target.pid,
                    "left unchanged")
     assert (stdout, stderr, target.returncode) == ("woke\n", "", 5)
-    leftover = [p for p in Path(os.environ.get("TMPDIR") or "/tmp").glob("calipers-attach-*")
-                if p.stat().st_mtime > time.time() - 60]
+    leftover = list(exchanges.glob("calipers-attach-*"))
     assert not leftover, leftover
 
 
