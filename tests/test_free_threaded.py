@@ -58,12 +58,16 @@ def test_parallel_cpu_exceeds_wall(run_calipers):
     # in parallel; the `while` line around them, which reads the clock
     # (about 1% of the work), holds next to none of it, though the
     # scheduler preempts the threads there more often than anywhere else.
-    true_sum = sum(run.truth["cpu"].values())
     lines = run.lines("parallel.py")
     burn = cpu(lines[line_of(prog, "burn-line")]) + cpu(lines[line_of(prog, "burn-body")])
-    if true_sum > 1.2 * run.truth["wall"]:
-        assert burn > run.truth["wall"], (burn, run.truth)
     burns = sum(v for k, v in run.truth["cpu"].items() if k.startswith("burn"))
+    # Only the burning threads' own CPU is compared with the wall time (the
+    # compressing thread's is not on these lines): when the truth itself
+    # exceeds the wall by more than the 10% the estimate may miss (two
+    # suites at once on two CPUs stretched the wall to 1.235 s for 1.20 s
+    # of burning, and the test compared against all three threads' CPU).
+    if burns > 1.15 * run.truth["wall"]:
+        assert burn > run.truth["wall"], (burn, run.truth)
     assert burn == pytest.approx(burns, rel=0.10), (burn, burns)
     # (Its share is about 1%, so 8% is several times what sampling noise
     # gives: 0.1 s of 1.2 s is ten ticks where one is expected.)
