@@ -785,7 +785,10 @@ def test_firefox_without_timeline(run_calipers, tmp_path):
         assert strings[m["name"][0]] == "No timeline" and "laid end to end" in m["data"][0]["text"]
     worker = next(k for k, t in enumerate(doc["threads"]) if t["name"] == "worker")
     tree = firefox_tree(doc, worker)
-    assert any(names[-3:] == ("work", "deep", "leaf") and w > 200 for (names, _), w in tree.items())
+    # The worker's 300 ms of CPU in deep's leaf, over its kinds of time (the
+    # split between Python, native and system of a loop reading its CPU
+    # clock is the machine's: CI on 3.14t had no kind over 200 ms).
+    assert sum(w for (names, _), w in tree.items() if names[-3:] == ("work", "deep", "leaf")) > 200
     # The stack table's allocations are native allocations at their node.
     for k, th in enumerate(doc["threads"]):
         want = sum(n["alloc"] for n in nodes.nodes if n["thread"] == k)

@@ -114,7 +114,8 @@ def test_gc_time_per_line_matches_gc_callbacks(gc_runs):
         checked.add(line)
     assert marked <= checked
     # A line that allocates as much but makes no cycles triggers nothing.
-    fresh = lines[line_of(PROGRAM, "fresh")]
+    # (Its 20-odd ms may get no sample at all on a loaded machine: CI, 3.13.)
+    fresh = lines.get(line_of(PROGRAM, "fresh"), {})
     assert seen["lines"].get(str(line_of(PROGRAM, "fresh")), 0.0) == 0.0
     assert fresh.get("gc_s", 0.0) <= 0.02 * profile["summary"]["gc"]["time_s"], fresh
 

@@ -151,12 +151,13 @@ def test_summary_shows_memory_and_leaks(run_calipers):
 
 def test_copy_volume(run_calipers):
     prog = PROGRAMS / "copies.py"
-    # Each copying loop runs ~0.15 s: at the default 10 ms a line's time is
-    # ~15 samples, and the sample that straddles the start or end of the
-    # loop can move 10-20 ms (up to ~15%) to a neighbouring line; at 1 ms
-    # that edge error is ~1%, inside the 20% asked of MB/s.  Copies are
-    # sampled at 4x the memory interval: at 64 KiB each line's 1 GB is ~3840
-    # points, 1.6% (10% is 6 of those).
+    # Each copying loop runs 0.2 s or more, and no other thread uses CPU
+    # meanwhile (copies.py): the sample that straddles the start or end of
+    # the loop can move a tick's gap (1 ms here), or what is left of a C
+    # call (the main thread is sampled at most once per call), to or from
+    # a neighbouring line.  Copies are
+    # sampled at 4x the memory interval: at 64 KiB each line's 3 GB is
+    # ~11500 points, under 1% (10% is 11 of those).
     run = run_calipers(prog, TRUTH, options=["--interval", "1ms", "--memory-interval", "64k"])
     assert run.returncode == 0, run.stderr
     truth = run.truth
