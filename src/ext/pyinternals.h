@@ -48,6 +48,10 @@ void calx_frames_resolve(calx_frame *frames, int n);
 #define CALX_PEEK_FRAMES 16
 typedef struct calx_peek {
     int n; /* frames read; 0 when the peek failed */
+    /* It read a generator's (or coroutine's) frame on the free-threaded
+       build, where such a read is trusted only for a thread that held
+       still long enough (calx_peek_frames_sigsafe). */
+    int fragile;
     struct {
         const void *frame;
         const void *code;

@@ -1548,6 +1548,12 @@ static int pending_call(void *arg)
        preempted or waiting for the GIL meanwhile (those are not native). */
     int64_t delay_cpu = tick_cpu >= 0 && main_cpu >= tick_cpu ? main_cpu - tick_cpu : 0;
     int native = delay_cpu > SERVICE_NS;
+    /* A peek through generator frames on the free-threaded build is
+       trusted only when the thread held still, in native code, from the
+       tick to here: in Python it may have switched frames faster than the
+       peek reads them, and the live stack stands (pyinternals.c). */
+    if (cut.peek.fragile && !native)
+        cut.peek.n = 0;
     /* Late with no CPU used since the tick that asked: off the CPU since
        then, even if no later tick came to see it (a short block). */
     if (!native && tick_cpu >= 0 && cal_clock_now_ns() - tick_wall > TAKEOVER_NS)
