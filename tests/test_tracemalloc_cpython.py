@@ -15,6 +15,7 @@ import json
 import re
 import subprocess
 import sys
+import sysconfig
 
 import pytest
 
@@ -63,6 +64,21 @@ MAY_PASS = {
     # is not larger either unless the stack table grew meanwhile.
     "TestTracemallocEnabled.test_get_tracemalloc_memory",
 }
+
+
+if sysconfig.get_config_var("Py_GIL_DISABLED") == 1:
+    # get_traced_memory() is the change of the bytes allocated and not
+    # freed since clear_traces() (exact: the shim counts every allocation
+    # and every free), so a block allocated before clear_traces() and freed
+    # after it lowers it, where tracemalloc, which only counts its own
+    # traces, does not notice.  The free-threaded build frees many objects
+    # late (QSBR: at a look at the eval breaker, which the profiler's ticks
+    # also ask for), and such a free lands inside the test's window now
+    # and then: 64 bytes under the 1 MiB it allocated, in one run of three.
+    DIFFERENT["TestTracemallocEnabled.test_get_traced_memory"] = (
+        "get_traced_memory() counts frees of blocks allocated before clear_traces(), "
+        "which the free-threaded build makes late (QSBR)")
+    MAY_PASS.add("TestTracemallocEnabled.test_get_traced_memory")
 
 
 def cpython_test_file():

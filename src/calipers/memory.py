@@ -1006,10 +1006,12 @@ def take_snapshot():
 
 
 def get_traced_memory():
-    """(current, peak): the bytes allocated and not freed since
-    :func:`start` or :func:`clear_traces`, and the most there were since
-    then or :func:`reset_peak`.  Exact (the shim counts every
-    allocation), not estimated.  (0, 0) when not tracing."""
+    """(current, peak): how much the bytes allocated and not freed grew
+    since :func:`start` or :func:`clear_traces`, and the most they grew
+    since then or :func:`reset_peak`.  Exact (the shim counts every
+    allocation and free), not estimated.  Unlike tracemalloc's, a block
+    allocated before :func:`start` or :func:`clear_traces` and freed
+    after it lowers current.  (0, 0) when not tracing."""
     if not _tracing:
         return (0, 0)
     current, peak = _engine().memory_traced()

@@ -756,6 +756,17 @@ void calx_poke_main_thread_sigsafe(void)
 #endif
 }
 
+int calx_main_probe_sigsafe(void)
+{
+#if PY_VERSION_HEX >= 0x030E0000 && defined(Py_GIL_DISABLED)
+    uintptr_t was = _Py_atomic_or_uintptr(&_PyRuntime.main_tstate->eval_breaker,
+                                          _PY_SIGNALS_PENDING_BIT);
+    return (was & _PY_SIGNALS_PENDING_BIT) == 0;
+#else
+    return -1;
+#endif
+}
+
 int calx_main_call_unsignalled_sigsafe(void)
 {
 #if PY_VERSION_HEX >= 0x030D0000 && defined(Py_GIL_DISABLED)
@@ -988,6 +999,7 @@ void calx_stop_world(PyInterpreterState *interp) { (void)interp; }
 void calx_start_world(PyInterpreterState *interp) { (void)interp; }
 void calx_poke_main_thread_sigsafe(void) {}
 int calx_main_call_unsignalled_sigsafe(void) { return 0; }
+int calx_main_probe_sigsafe(void) { return -1; }
 void calx_threads_lock(void) {}
 void calx_threads_unlock(void) {}
 

@@ -123,6 +123,18 @@ void calx_poke_main_thread_sigsafe(void);
    calls right now).  0 elsewhere.  Async-signal-safe. */
 int calx_main_call_unsignalled_sigsafe(void);
 
+/* The free-threaded 3.14t: a probe of whether the main thread runs
+   bytecode, which another thread's handling of pending calls cannot hide
+   (that clears and sets only the "calls to do" bits).  Sets the main
+   thread's "signals pending" bit, which makes its next look at the eval
+   breaker (at a call or a backward jump: microseconds apart in bytecode)
+   read the signal module's "tripped" flag and clear the bit; nothing else
+   clears it (PyErr_CheckSignals from C code leaves it: handle_signals,
+   Python/ceval_gil.c).  Returns 1 if the bit was clear (it looked since
+   the last probe), 0 if still set; -1 on other builds.
+   Async-signal-safe. */
+int calx_main_probe_sigsafe(void);
+
 /* This thread's thread state if it holds the GIL, else NULL.  Safe without
    the GIL and inside an allocator hook. */
 PyThreadState *calx_current_if_gil_held(void);

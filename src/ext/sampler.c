@@ -131,6 +131,7 @@
 
 #define SERVICE_NS 50000       /* a service needing more main-thread CPU is "delayed" */
 #define TAKEOVER_NS 1000000    /* how long to wait for the main thread */
+#define PROBE_NS 30000         /* 3.14t: when to see if it looked meanwhile */
 #define MIN_WATCHED_NS 2000000 /* CPU watched before a thread's split is updated */
 #define GPU_PERIOD_NS 50000000 /* at most one NVML reading per 50 ms */
 #define HOLD_PASSES 8          /* off-CPU samples in a row that may hold CPU */
@@ -318,6 +319,8 @@ typedef struct engine {
     int64_t tick_wall;           /* E.mu: and when */
     cal_thread_times tick_times; /* E.mu: and its clocks */
     main_cut cut;                /* E.mu: the latest tick while it was queued */
+    int main_looked;             /* E.mu: 3.14t: it looked at its eval breaker
+                                    since and did not answer (the probe) */
     atomic_ullong served;        /* count of serviced calls */
     unsigned long sampler_ident; /* GIL: the sampler thread's pthread id
                                     while its thread state exists */
@@ -1543,11 +1546,17 @@ static int pending_call(void *arg)
     pthread_mutex_lock(&E.mu);
     int64_t tick_cpu = E.tick_main_cpu, tick_wall = E.tick_wall;
     main_cut cut = E.cut;
+    int looked = E.main_looked;
     pthread_mutex_unlock(&E.mu);
     /* The delay in the main thread's own CPU time: immune to it being
-       preempted or waiting for the GIL meanwhile (those are not native). */
+       preempted or waiting for the GIL meanwhile (those are not native).
+       Unless it looked at its eval breaker meanwhile and did not answer
+       (3.14t: another thread was handling the interpreter's pending
+       calls, and the main thread's look only handed the bit on to it,
+       Python/ceval_gil.c's make_pending_calls): then it was in bytecode
+       within PROBE_NS of the tick, and the delay is not native code. */
     int64_t delay_cpu = tick_cpu >= 0 && main_cpu >= tick_cpu ? main_cpu - tick_cpu : 0;
-    int native = delay_cpu > SERVICE_NS;
+    int native = delay_cpu > SERVICE_NS && !looked;
     /* A peek through generator frames on the free-threaded build is
        trusted only when the thread held still, in native code, from the
        tick to here: in Python it may have switched frames faster than the
@@ -1651,6 +1660,12 @@ static void tick(void)
         }
     }
     calx_poke_main_thread_sigsafe();
+    /* 3.14t: armed at the asking; a later tick that finds it spent saw
+       the main thread look without answering (pyinternals.h). */
+    if (calx_main_probe_sigsafe() == 1 && !queue)
+        E.main_looked = 1;
+    else if (queue)
+        E.main_looked = 0;
     cut.wall = cal_clock_now_ns();
     int read = cal_clock_thread_times_sigsafe(E.main_clock, &cut.times) == 0;
     if (queue) {
@@ -1730,6 +1745,8 @@ static void *sampler_main(void *arg)
        because this thread was busy restarts the process from now). */
     int64_t next_tick = cal_clock_now_ns() + tick_gap(&rng);
     int64_t takeover_at = 0; /* waiting for the main thread until then; 0: not */
+    int64_t probe_at = 0;    /* 3.14t: a look at the probe is due then; 0: not */
+    int probing = calx_main_probe_sigsafe() >= 0;
     unsigned long long served = 0;
     while (!atomic_load(&E.stopping) && atomic_load(&E.generation) == mine) {
         int64_t now = cal_clock_now_ns();
@@ -1753,18 +1770,29 @@ static void *sampler_main(void *arg)
                 continue;
             }
         }
-        wait_until(takeover_at && takeover_at < next_tick ? takeover_at : next_tick,
+        int64_t until =
+            takeover_at && takeover_at < next_tick ? takeover_at : next_tick;
+        wait_until(probe_at && probe_at < until ? probe_at : until,
                    takeover_at ? &served : NULL);
         if (atomic_load(&E.stopping))
             break;
         if (takeover_at && atomic_load(&E.served) != served)
-            takeover_at = 0; /* answered */
+            takeover_at = probe_at = 0; /* answered */
         now = cal_clock_now_ns();
         if (now >= next_tick) {
             next_tick = (next_tick + 1000000 < now ? now : next_tick) + tick_gap(&rng);
             served = atomic_load(&E.served);
             tick();
             takeover_at = now + TAKEOVER_NS;
+            probe_at = probing ? now + PROBE_NS : 0;
+            continue;
+        }
+        if (probe_at && now >= probe_at) {
+            /* Not answered yet: if it looked at its eval breaker since the
+               tick, it is running bytecode and its answer was held up. */
+            probe_at = 0;
+            if (atomic_load(&E.call_queued) && calx_main_probe_sigsafe() == 1)
+                E.main_looked = 1;
             continue;
         }
         if (!takeover_at || now < takeover_at)
