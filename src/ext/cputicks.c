@@ -43,7 +43,9 @@
  *   - Timers are not inherited across fork(); a child starts with none.
  */
 
-#include "cputicks.h" /* Python.h first: it defines _GNU_SOURCE */
+#include "cputicks.h"
+
+#include "runtime.h" /* Python.h first: it defines _GNU_SOURCE */
 
 #include "cal_clock.h"
 #include "cal_vmread.h"
@@ -116,6 +118,12 @@ static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
     if (!s || atomic_load(&s->gen) != gen)
         return; /* a tick of a slot disarmed since */
     int saved = errno;
+    /* The profiler's own work, in the shim's guard: the reads below copy
+       with memcpy, which the shim counts as the program's copying, and a
+       copy sample allocates (on_copy), which a signal handler must not
+       do.  A tick that came during fork() deadlocked on malloc's lock,
+       held by fork for the child (3.14t, CI). */
+    int guard = calx_runtime_guard_enter_sigsafe();
     if (atomic_load(&s->tid) == (int)syscall(SYS_gettid)) {
         uint32_t h = atomic_load_explicit(&s->head, memory_order_relaxed);
         uint32_t t = atomic_load_explicit(&s->tail, memory_order_acquire);
@@ -132,6 +140,7 @@ static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
                 atomic_store_explicit(&s->head, h + 1, memory_order_release);
         }
     }
+    calx_runtime_guard_leave_sigsafe(guard);
     errno = saved;
 }
 

@@ -63,6 +63,19 @@ void calx_runtime_guard_leave(int previous)
         api->guard_leave(previous);
 }
 
+int calx_runtime_guard_enter_sigsafe(void)
+{
+    const cal_shim_api *api = shim_looked ? shim_api : NULL;
+    return api ? api->guard_enter() : 0;
+}
+
+void calx_runtime_guard_leave_sigsafe(int previous)
+{
+    const cal_shim_api *api = shim_looked ? shim_api : NULL;
+    if (api)
+        api->guard_leave(previous);
+}
+
 int calx_runtime_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *), void *arg)
 {
     sigset_t all, old;

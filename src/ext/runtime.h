@@ -37,6 +37,13 @@ int calx_runtime_shim_in_process(void);
 int calx_runtime_guard_enter(void);
 void calx_runtime_guard_leave(int previous);
 
+/* The same from a signal handler: only a shim already found is used (the
+   first lookup, dlsym, is not async-signal-safe; the engine makes it
+   before any handler of ours can run).  The guard is a byte of the
+   shim's initial-exec TLS.  Async-signal-safe. */
+int calx_runtime_guard_enter_sigsafe(void);
+void calx_runtime_guard_leave_sigsafe(int previous);
+
 /* Start a thread running fn(arg) with every signal blocked, so the kernel
    never picks it to run one of the program's handlers (the profiler's
    threads all are).  Returns pthread_create's status. */
