@@ -106,9 +106,9 @@ def test_text_table(runs):
 
 
 def test_changed_new_and_gone_lines(tmp_path):
-    # Each line must be sampled in both runs to be in both: a quarter of a
-    # second at the default 10 ms is some 25 samples (CI: 3 x 600,000, some
-    # 5 samples on 3.14, found none once).
+    # Each line must be sampled in both runs to be in both: 0.2 s at the
+    # default 10 ms is 12-20 samples on 3.14 (CI: 3 x 600,000, 2-6
+    # samples, found none once).
     src = tmp_path / "prog.py"
     src.write_text("def f(n):\n    return sum(i for i in range(n))\n"
                    "for _ in range(3):\n    f(3_000_000)\n")
