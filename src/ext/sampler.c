@@ -1662,10 +1662,11 @@ static void tick(void)
     calx_poke_main_thread_sigsafe();
     /* 3.14t: armed at the asking; a later tick that finds it spent saw
        the main thread look without answering (pyinternals.h). */
-    if (calx_main_probe_sigsafe() == 1 && !queue)
-        E.main_looked = 1;
-    else if (queue)
+    int looked = calx_main_probe_sigsafe(); /* (and arms it again) */
+    if (queue)
         E.main_looked = 0;
+    else if (looked == 1)
+        E.main_looked = 1;
     cut.wall = cal_clock_now_ns();
     int read = cal_clock_thread_times_sigsafe(E.main_clock, &cut.times) == 0;
     if (queue) {
