@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 enum { CLOCK_PROF_ = 0, CLOCK_VIRT_ = 1, CLOCK_SCHED_ = 2, CLOCK_PERTHREAD_ = 4 };
@@ -128,6 +129,34 @@ int cal_clock_thread_runnable(int tid)
     if (!close_paren || close_paren[1] != ' ')
         return -1;
     return close_paren[2] == 'R';
+}
+
+int cal_clock_thread_futex_wait(int tid, uintptr_t *addr)
+{
+    /* "NR ARG1 ... ARG6 SP PC", the arguments in hex; "-1 SP PC" outside a
+       system call, "running" on a CPU. */
+    char buf[192];
+    if (read_task_file(tid, "syscall", buf, sizeof buf) < 0)
+        return -1;
+    const char *c = buf;
+    long nr = 0;
+    if (*c < '0' || *c > '9')
+        return 0;
+    for (; *c >= '0' && *c <= '9'; c++)
+        nr = nr * 10 + (*c - '0');
+    if (nr != SYS_futex || c[0] != ' ' || c[1] != '0' || c[2] != 'x')
+        return 0;
+    uintptr_t v = 0;
+    for (c += 3;; c++) {
+        int d = *c >= '0' && *c <= '9'   ? *c - '0'
+                : *c >= 'a' && *c <= 'f' ? *c - 'a' + 10
+                                         : -1;
+        if (d < 0)
+            break;
+        v = v << 4 | (uintptr_t)d;
+    }
+    *addr = v;
+    return 1;
 }
 
 int64_t cal_clock_thread_run_delay(int tid)

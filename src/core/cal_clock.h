@@ -68,4 +68,11 @@ int64_t cal_clock_thread_run_delay(int tid);
    Async-signal-safe; opens and closes a file. */
 int cal_clock_thread_runnable(int tid);
 
+/* Whether the thread `tid` (of this process) is blocked in a futex wait
+   (a lock, a condition variable) right now, and on which word: 1 and
+   *addr set; 0 if it runs or is in another system call or none; -1 if
+   it cannot be read (/proc/self/task/TID/syscall).  Async-signal-safe;
+   opens and closes a file. */
+int cal_clock_thread_futex_wait(int tid, uintptr_t *addr);
+
 #endif

@@ -838,6 +838,21 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
 #endif
 }
 
+int calx_gil_bounds(PyInterpreterState *interp, uintptr_t *lo, uintptr_t *hi)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    struct _gil_runtime_state *gil = interp->ceval.gil;
+#else
+    (void)interp;
+    struct _gil_runtime_state *gil = &_PyRuntime.ceval.gil;
+#endif
+    if (!gil)
+        return -1;
+    *lo = (uintptr_t)gil;
+    *hi = (uintptr_t)(gil + 1);
+    return 0;
+}
+
 #if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030E0000 && defined(WITH_MIMALLOC)
 /* The free-threaded build's object allocator is mimalloc, which takes its
    pages straight from mmap: malloc never sees them, and there are no
@@ -1007,6 +1022,14 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
 {
     (void)interp;
     return NULL;
+}
+
+int calx_gil_bounds(PyInterpreterState *interp, uintptr_t *lo, uintptr_t *hi)
+{
+    (void)interp;
+    (void)lo;
+    (void)hi;
+    return -1;
 }
 
 int64_t calx_pymalloc_arena_bytes(void) { return 0; }

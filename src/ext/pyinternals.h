@@ -96,6 +96,12 @@ void calx_threads_unlock(void);
    caller looks at it.  Callable without the GIL; async-signal-safe. */
 PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp);
 
+/* Where the GIL's state lies, [*lo, *hi): its mutexes and conditions are
+   in it, so a thread blocked on a futex word there waits for the GIL (or,
+   made to let it go, for another thread to take it).  0, or -1 if
+   unknown. */
+int calx_gil_bounds(PyInterpreterState *interp, uintptr_t *lo, uintptr_t *hi);
+
 /* The thread (threading.get_ident()) of a thread state that another thread
    may be deleting: read through the caller's window (cal_vmread), so that
    it fails instead of faulting.  Returns 0, or -1 if it cannot be read. */

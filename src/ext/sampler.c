@@ -22,12 +22,18 @@
  * another line.
  *
  * If the main thread does not answer in time it is blocked (sleep, join,
- * I/O), in native code without the GIL, or in native code holding the GIL.
- * In the first two cases the sampler thread takes the GIL itself and samples
- * every other thread; the main thread's interval is accounted when it
- * finally runs the call, to the line it was blocked on.  In the last case
- * (the GIL's holder is the main thread) nobody else can run bytecode and
- * asking for the GIL would only stall the ticks: it waits for the next tick.
+ * I/O), in native code without the GIL, waiting for the GIL, or in native
+ * code holding the GIL.  In the first two cases the sampler thread takes
+ * the GIL itself and samples every other thread; the main thread's
+ * interval is accounted when it finally runs the call, to the line it was
+ * blocked on.  In the last two (the main thread is blocked on a futex word
+ * inside the GIL's state, or holds the GIL) it will answer as soon as it
+ * can, and asking for the GIL would only stall the ticks: this thread
+ * would queue behind the threads running bytecode, which the GIL does not
+ * serve in order, for tens to hundreds of milliseconds (two threads
+ * running Python lost a third of a second of ticks at a time on 3.9-3.13,
+ * and every sample of a 0.1 s function with them).  It waits for the next
+ * tick.
  *
  * The ticks keep their own timeline: each is drawn from the previous tick,
  * not from the service, and ticks go on while a call waits (they poke
@@ -1728,6 +1734,18 @@ static int sampler_take_gil(PyThreadState **own)
     return 0;
 }
 
+/* Whether the main thread is blocked on the GIL's own locks: waiting
+   for it, or for another thread to take it after being made to let it
+   go.  (0 where that cannot be read.) */
+static int main_waits_for_gil(void)
+{
+    uintptr_t lo, hi, addr;
+    return calx_gil_bounds(E.interp, &lo, &hi) == 0 &&
+           cal_clock_thread_futex_wait(cal_clock_thread_tid(E.main_clock), &addr) ==
+               1 &&
+           addr >= lo && addr < hi;
+}
+
 static void *sampler_main(void *arg)
 {
     unsigned mine = (unsigned)(uintptr_t)arg;
@@ -1811,6 +1829,12 @@ static void *sampler_main(void *arg)
            blocked or runs without the GIL: sample the others ourselves. */
         if (calx_gil_holder_sigsafe(E.interp) == E.main_ts)
             continue; /* (never, without a GIL: the others run meanwhile) */
+        /* Nor if it waits for the GIL: it answers as soon as it has it,
+           while this thread, one more in the queue for it behind threads
+           that run bytecode, would wait tens or hundreds of milliseconds
+           (CPython's GIL is not fair), and the ticks with it. */
+        if (main_waits_for_gil())
+            continue;
         pthread_mutex_unlock(&E.mu);
         if (sampler_take_gil(&own) == 0) {
             if (!atomic_load(&E.stopping) && atomic_load(&E.active))

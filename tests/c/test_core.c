@@ -948,6 +948,59 @@ static void test_runnable(void)
     close(blocker_pipe[1]);
 }
 
+static pthread_mutex_t futex_held = PTHREAD_MUTEX_INITIALIZER;
+static int futex_waiter_tid;
+
+static void *wait_on_mutex(void *arg)
+{
+    (void)arg;
+    __atomic_store_n(&futex_waiter_tid, (int)gettid(), __ATOMIC_RELEASE);
+    pthread_mutex_lock(&futex_held);
+    pthread_mutex_unlock(&futex_held);
+    return NULL;
+}
+
+/* The futex word a thread waits on, as the sampler tells a main thread
+   waiting for the GIL from one blocked elsewhere. */
+static void test_futex_wait(void)
+{
+    uintptr_t addr = 0;
+    CHECK(cal_clock_thread_futex_wait((int)gettid(), &addr) == 0); /* running */
+    CHECK(cal_clock_thread_futex_wait(0, &addr) == -1);
+    /* blocked in read(): not a futex */
+    CHECK(pipe(blocker_pipe) == 0);
+    pthread_t t;
+    blocker_tid = 0;
+    pthread_create(&t, NULL, block_on_pipe, NULL);
+    int tid = 0, blocked = 0;
+    for (int i = 0; i < 2000 && !blocked; i++) {
+        tid = __atomic_load_n(&blocker_tid, __ATOMIC_ACQUIRE);
+        blocked = tid > 0 && cal_clock_thread_runnable(tid) == 0;
+        if (!blocked)
+            usleep(1000);
+    }
+    CHECK(blocked);
+    CHECK(cal_clock_thread_futex_wait(tid, &addr) == 0);
+    CHECK(write(blocker_pipe[1], "x", 1) == 1);
+    pthread_join(t, NULL);
+    close(blocker_pipe[0]);
+    close(blocker_pipe[1]);
+    /* blocked on a mutex: its futex word lies inside the mutex */
+    pthread_mutex_lock(&futex_held);
+    pthread_create(&t, NULL, wait_on_mutex, NULL);
+    int found = 0;
+    for (int i = 0; i < 2000 && found != 1; i++) {
+        tid = __atomic_load_n(&futex_waiter_tid, __ATOMIC_ACQUIRE);
+        found = tid > 0 ? cal_clock_thread_futex_wait(tid, &addr) : 0;
+        if (found != 1)
+            usleep(1000);
+    }
+    CHECK(found == 1);
+    CHECK(addr >= (uintptr_t)&futex_held && addr < (uintptr_t)(&futex_held + 1));
+    pthread_mutex_unlock(&futex_held);
+    pthread_join(t, NULL);
+}
+
 static void test_buf_write(void)
 {
     cal_buf b;
@@ -3028,6 +3081,7 @@ int main(void)
     test_rand();
     test_clock();
     test_runnable();
+    test_futex_wait();
     test_gpu_entries();
     test_buf_write();
     test_buf_write_safely();

@@ -6,7 +6,7 @@ import json
 import sys
 import time
 
-TOTAL = 1.2
+TOTAL = 2.4
 
 
 def helper(x):
