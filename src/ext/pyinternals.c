@@ -818,20 +818,25 @@ void calx_threads_unlock(void)
 #endif
 }
 
+/* The GIL's state: the interpreter's from 3.12, the runtime's before. */
+static struct _gil_runtime_state *gil_state(PyInterpreterState *interp)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return interp->ceval.gil;
+#else
+    (void)interp;
+    return &_PyRuntime.ceval.gil;
+#endif
+}
+
 PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
 {
+    struct _gil_runtime_state *gil = gil_state(interp);
 #if PY_VERSION_HEX >= 0x030D0000
-    struct _gil_runtime_state *gil = interp->ceval.gil;
     if (!gil || !__atomic_load_n(&gil->locked, __ATOMIC_RELAXED))
         return NULL;
     return __atomic_load_n(&gil->last_holder, __ATOMIC_RELAXED);
 #else
-#if PY_VERSION_HEX >= 0x030C0000
-    struct _gil_runtime_state *gil = interp->ceval.gil;
-#else
-    (void)interp;
-    struct _gil_runtime_state *gil = &_PyRuntime.ceval.gil;
-#endif
     if (!gil || !_Py_atomic_load_relaxed(&gil->locked))
         return NULL;
     return (PyThreadState *)_Py_atomic_load_relaxed(&gil->last_holder);
@@ -840,12 +845,7 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
 
 int calx_gil_bounds(PyInterpreterState *interp, uintptr_t *lo, uintptr_t *hi)
 {
-#if PY_VERSION_HEX >= 0x030C0000
-    struct _gil_runtime_state *gil = interp->ceval.gil;
-#else
-    (void)interp;
-    struct _gil_runtime_state *gil = &_PyRuntime.ceval.gil;
-#endif
+    struct _gil_runtime_state *gil = gil_state(interp);
     if (!gil)
         return -1;
     *lo = (uintptr_t)gil;

@@ -923,23 +923,31 @@ static void *block_on_pipe(void *arg)
     return NULL;
 }
 
+/* Start a thread that blocks in read() on blocker_pipe, and wait until it
+   does (up to 2 s on a loaded machine).  Returns its kernel id, or 0 if it
+   was not seen blocked. */
+static int start_blocked_reader(pthread_t *t)
+{
+    CHECK(pipe(blocker_pipe) == 0);
+    blocker_tid = 0;
+    pthread_create(t, NULL, block_on_pipe, NULL);
+    for (int i = 0; i < 2000; i++) {
+        int tid = __atomic_load_n(&blocker_tid, __ATOMIC_ACQUIRE);
+        if (tid > 0 && cal_clock_thread_runnable(tid) == 0)
+            return tid;
+        usleep(1000);
+    }
+    return 0;
+}
+
 /* Runnable (state R) or not, as the sampler's blocked rule asks. */
 static void test_runnable(void)
 {
     CHECK(cal_clock_thread_runnable((int)gettid()) == 1); /* running is R */
     CHECK(cal_clock_thread_runnable(0) == -1);
-    CHECK(pipe(blocker_pipe) == 0);
     pthread_t t;
-    pthread_create(&t, NULL, block_on_pipe, NULL);
-    /* it blocks in read() soon: up to 2 s on a loaded machine */
-    int tid = 0, blocked = 0;
-    for (int i = 0; i < 2000 && !blocked; i++) {
-        tid = __atomic_load_n(&blocker_tid, __ATOMIC_ACQUIRE);
-        blocked = tid > 0 && cal_clock_thread_runnable(tid) == 0;
-        if (!blocked)
-            usleep(1000);
-    }
-    CHECK(blocked);
+    int tid = start_blocked_reader(&t);
+    CHECK(tid > 0);
     CHECK(write(blocker_pipe[1], "x", 1) == 1);
     pthread_join(t, NULL);
     CHECK(cal_clock_wait_thread_gone(tid) == 0);
@@ -968,18 +976,9 @@ static void test_futex_wait(void)
     CHECK(cal_clock_thread_futex_wait((int)gettid(), &addr) == 0); /* running */
     CHECK(cal_clock_thread_futex_wait(0, &addr) == -1);
     /* blocked in read(): not a futex */
-    CHECK(pipe(blocker_pipe) == 0);
     pthread_t t;
-    blocker_tid = 0;
-    pthread_create(&t, NULL, block_on_pipe, NULL);
-    int tid = 0, blocked = 0;
-    for (int i = 0; i < 2000 && !blocked; i++) {
-        tid = __atomic_load_n(&blocker_tid, __ATOMIC_ACQUIRE);
-        blocked = tid > 0 && cal_clock_thread_runnable(tid) == 0;
-        if (!blocked)
-            usleep(1000);
-    }
-    CHECK(blocked);
+    int tid = start_blocked_reader(&t);
+    CHECK(tid > 0);
     CHECK(cal_clock_thread_futex_wait(tid, &addr) == 0);
     CHECK(write(blocker_pipe[1], "x", 1) == 1);
     pthread_join(t, NULL);
