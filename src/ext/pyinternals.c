@@ -75,8 +75,8 @@
 #elif PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_pymem.h" /* _PyObject_DebugMallocStats */
 #endif
-#if PY_VERSION_HEX >= 0x030D0000 && defined(Py_GIL_DISABLED)
-#include "internal/pycore_ceval.h" /* _Py_set_eval_breaker_bit */
+#if PY_VERSION_HEX >= 0x030C0000
+#include "internal/pycore_ceval.h" /* _PyEval_AddPendingCall, _Py_set_eval_breaker_bit */
 #endif
 #pragma GCC diagnostic pop
 #endif /* CALX_KNOWN_LAYOUT */
@@ -853,6 +853,20 @@ int calx_gil_bounds(PyInterpreterState *interp, uintptr_t *lo, uintptr_t *hi)
     return 0;
 }
 
+int calx_any_thread_call(PyInterpreterState *interp, int (*fn)(void *), void *arg)
+{
+#if PY_VERSION_HEX >= 0x030C0000 && !defined(Py_GIL_DISABLED)
+    /* (3.12's last argument is "main thread only", 3.13's its flags:
+       0 says neither) */
+    return _PyEval_AddPendingCall(interp, fn, arg, 0) == 0 ? 0 : -1;
+#else
+    (void)interp;
+    (void)fn;
+    (void)arg;
+    return -1;
+#endif
+}
+
 #if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030E0000 && defined(WITH_MIMALLOC)
 /* The free-threaded build's object allocator is mimalloc, which takes its
    pages straight from mmap: malloc never sees them, and there are no
@@ -1029,6 +1043,14 @@ int calx_gil_bounds(PyInterpreterState *interp, uintptr_t *lo, uintptr_t *hi)
     (void)interp;
     (void)lo;
     (void)hi;
+    return -1;
+}
+
+int calx_any_thread_call(PyInterpreterState *interp, int (*fn)(void *), void *arg)
+{
+    (void)interp;
+    (void)fn;
+    (void)arg;
     return -1;
 }
 

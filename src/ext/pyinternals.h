@@ -102,6 +102,15 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp);
    unknown. */
 int calx_gil_bounds(PyInterpreterState *interp, uintptr_t *lo, uintptr_t *hi);
 
+/* Queue a call that any thread of the interpreter may run, the first to
+   look at its eval breaker: the thread that holds the GIL, within
+   microseconds if it runs bytecode (3.12 signals every thread, 3.13 on
+   the one holding the GIL; Python/ceval_gil.c, _PyEval_AddPendingCall
+   without "main thread only").  3.12 on, with a GIL; 0 if queued, -1 if
+   not (an older Python, the free-threaded build, or the queue is full).
+   Callable without the GIL. */
+int calx_any_thread_call(PyInterpreterState *interp, int (*fn)(void *), void *arg);
+
 /* The thread (threading.get_ident()) of a thread state that another thread
    may be deleting: read through the caller's window (cal_vmread), so that
    it fails instead of faulting.  Returns 0, or -1 if it cannot be read. */

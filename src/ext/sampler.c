@@ -23,8 +23,10 @@
  *
  * If the main thread does not answer in time it is blocked (sleep, join,
  * I/O), in native code without the GIL, waiting for the GIL, or in native
- * code holding the GIL.  In the first two cases the sampler thread takes
- * the GIL itself and samples every other thread; the main thread's
+ * code holding the GIL.  In the first two cases the other threads are
+ * sampled without it: by the thread that holds the GIL, asked with a call
+ * any thread may run (3.12+), or by the sampler thread, which takes the
+ * GIL itself (nobody holds it, or no such call exists); the main thread's
  * interval is accounted when it finally runs the call, to the line it was
  * blocked on.  In the last two (the main thread is blocked on a futex word
  * inside the GIL's state, or holds the GIL) it will answer as soon as it
@@ -328,6 +330,8 @@ typedef struct engine {
     int main_looked;             /* E.mu: 3.14t: it looked at its eval breaker
                                     since and did not answer (the probe) */
     atomic_ullong served;        /* count of serviced calls */
+    atomic_ullong others_asked;  /* calls any thread may run (ask_holder) */
+    atomic_ullong others_served; /* and how many of them ran */
     unsigned long sampler_ident; /* GIL: the sampler thread's pthread id
                                     while its thread state exists */
     int sampler_ready;           /* E.mu: it has its thread state and ticks */
@@ -1584,6 +1588,20 @@ static int pending_call(void *arg)
     return 0;
 }
 
+/* The call any thread may run (3.12+ with a GIL), queued while the main
+   thread is blocked: whichever thread holds the GIL samples the others. */
+static int others_call(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&E.others_served, 1);
+    if (!atomic_load(&E.active) || getpid() != E.pid)
+        return 0;
+    int guard = calx_runtime_guard_enter();
+    sample_pass(PASS_SAMPLER, 0, NULL);
+    calx_runtime_guard_leave(guard);
+    return 0;
+}
+
 /* ---- the sampler thread ----------------------------------------------- */
 
 static void abs_deadline(struct timespec *ts, int64_t from_now_ns)
@@ -1746,6 +1764,27 @@ static int main_waits_for_gil(void)
            addr >= lo && addr < hi;
 }
 
+/* The main thread is blocked: ask the thread that holds the GIL to
+   sample the others, with a call any thread may run, rather than queue
+   for the GIL.  Returns 1 if asked (now or at an earlier tick, not
+   answered yet: it answers when it next looks at its eval breaker), 0 if
+   this thread should take the GIL itself: nobody holds it (it is quick to
+   take), or no such call can be queued (before 3.12, the free-threaded
+   build: the caller queues for it). */
+static int ask_holder(void)
+{
+    if (!calx_gil_holder_sigsafe(E.interp))
+        return 0;
+    unsigned long long asked = atomic_load(&E.others_asked);
+    if (asked != atomic_load(&E.others_served))
+        return 1;
+    atomic_store(&E.others_asked, asked + 1); /* (before it can run) */
+    if (calx_any_thread_call(E.interp, others_call, NULL) == 0)
+        return 1;
+    atomic_store(&E.others_asked, asked);
+    return 0;
+}
+
 static void *sampler_main(void *arg)
 {
     unsigned mine = (unsigned)(uintptr_t)arg;
@@ -1802,7 +1841,10 @@ static void *sampler_main(void *arg)
             next_tick = (next_tick + 1000000 < now ? now : next_tick) + tick_gap(&rng);
             served = atomic_load(&E.served);
             tick();
-            takeover_at = now + TAKEOVER_NS;
+            /* Found blocked since an earlier tick: it will not answer
+               now, so the others are sampled at once (waiting lost them
+               every tick that came within TAKEOVER_NS of the one before). */
+            takeover_at = E.cut.blocked ? now : now + TAKEOVER_NS;
             probe_at = probing ? now + PROBE_NS : 0;
             continue;
         }
@@ -1834,6 +1876,9 @@ static void *sampler_main(void *arg)
            that run bytecode, would wait tens or hundreds of milliseconds
            (CPython's GIL is not fair), and the ticks with it. */
         if (main_waits_for_gil())
+            continue;
+        /* Nor if another thread holds it and can be asked instead. */
+        if (ask_holder())
             continue;
         pthread_mutex_unlock(&E.mu);
         if (sampler_take_gil(&own) == 0) {
@@ -1957,6 +2002,8 @@ static int threads_start(int wait_ready)
     atomic_store(&E.stopping, 0);
     atomic_store(&E.leaving, 0);
     atomic_store(&E.call_queued, 0);
+    /* (a call left queued from before, or lost in a fork, asks no more) */
+    atomic_store(&E.others_served, atomic_load(&E.others_asked));
     atomic_store(&E.active, 1);
     E.sampler_ready = 0;
 
