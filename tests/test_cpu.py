@@ -188,10 +188,10 @@ def test_workers_are_sampled_while_the_main_thread_joins(run_calipers):
     3.12+ the thread holding the GIL is asked to sample the others (a
     pending call any thread may run), where the sampler thread used to
     queue for the GIL behind the workers, which the GIL does not serve in
-    order: at 5 ms each worker got 0.06-0.53 of the ticks on 3.12-3.14,
-    and 0.78-1.13 now; 3.14t, its GIL off, 0.73-1.08.  Before 3.12 only
-    the main thread runs pending calls, and the sampler thread still
-    queues: 0.02-0.29 of the ticks on 3.9 and 3.11, too few for each
+    order: each worker got 0.05-0.53 of the ticks on 3.12 and 3.13 (at 5
+    and 10 ms), and 0.75-1.13 now; 3.14t, its GIL off, 0.73-1.08.  Before
+    3.12 only the main thread runs pending calls, and the sampler thread
+    still queues: 0.02-0.47 of the ticks on 3.9 and 3.11, too few for each
     function's share (issue 18).  Each thread's CPU is exact whatever the
     samples, so the two functions' sum is checked everywhere."""
     run = run_calipers(PROGRAMS / "joined.py", TRUTH, options=["--interval", "5ms"])
