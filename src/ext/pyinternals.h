@@ -104,9 +104,10 @@ int calx_gil_bounds(PyInterpreterState *interp, uintptr_t *lo, uintptr_t *hi);
 
 /* Queue a call that any thread of the interpreter may run, the first to
    look at its eval breaker: the thread that holds the GIL, within
-   microseconds if it runs bytecode (3.12 signals every thread, 3.13 on
-   the one holding the GIL; Python/ceval_gil.c, _PyEval_AddPendingCall
-   without "main thread only").  3.12 on, with a GIL; 0 if queued, -1 if
+   microseconds if it runs bytecode (3.12 sets the interpreter's eval
+   breaker, which every thread reads; 3.13 on, that of the thread holding
+   the GIL; Python/ceval_gil.c, _PyEval_AddPendingCall without "main
+   thread only").  3.12 on, with a GIL; 0 if queued, -1 if
    not (an older Python, the free-threaded build, or the queue is full).
    Callable without the GIL. */
 int calx_any_thread_call(PyInterpreterState *interp, int (*fn)(void *), void *arg);
