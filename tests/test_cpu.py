@@ -194,7 +194,8 @@ def test_workers_are_sampled_while_the_main_thread_joins(run_calipers):
     still queues: 0.02-0.47 of the ticks on 3.9 and 3.11, too few for each
     function's share (issue 18).  Each thread's CPU is exact whatever the
     samples, so the two functions' sum is checked everywhere."""
-    run = run_calipers(PROGRAMS / "joined.py", TRUTH, options=["--interval", "5ms"])
+    run = run_calipers(PROGRAMS / "contended.py", TRUTH, "joined",
+                       options=["--interval", "5ms"])
     assert run.returncode == 0, run.stderr
     profile = run.profile
     ticks = profile["summary"]["wall_s"] / profile["config"]["interval_s"]
@@ -205,7 +206,7 @@ def test_workers_are_sampled_while_the_main_thread_joins(run_calipers):
     floor = 0.55 * ticks if asks_holder else 1
     for worker in workers:
         assert worker["samples"] >= floor, (worker, ticks)
-    funcs = run.functions("joined.py")
+    funcs = run.functions("contended.py")
     truth = run.truth
     spent = {fn: truth["worker-0:" + fn] + truth["worker-1:" + fn] for fn in ("deep", "shallow")}
     both = cpu(funcs["deep"]["total"]) + cpu(funcs["shallow"]["total"])
