@@ -329,6 +329,8 @@ typedef struct engine {
     main_cut cut;                /* E.mu: the latest tick while it was queued */
     int main_looked;             /* E.mu: 3.14t: it looked at its eval breaker
                                     since and did not answer (the probe) */
+    int main_asleep;             /* E.mu: found blocked (not runnable) when its
+                                    answer was TAKEOVER_NS late */
     atomic_ullong served;        /* count of serviced calls */
     atomic_ullong others_asked;  /* calls any thread may run (ask_holder) */
     atomic_ullong others_served; /* and how many of them ran */
@@ -1556,7 +1558,7 @@ static int pending_call(void *arg)
     pthread_mutex_lock(&E.mu);
     int64_t tick_cpu = E.tick_main_cpu, tick_wall = E.tick_wall;
     main_cut cut = E.cut;
-    int looked = E.main_looked;
+    int looked = E.main_looked, asleep = E.main_asleep;
     pthread_mutex_unlock(&E.mu);
     /* The delay in the main thread's own CPU time: immune to it being
        preempted or waiting for the GIL meanwhile (those are not native).
@@ -1573,9 +1575,12 @@ static int pending_call(void *arg)
        peek reads them, and the live stack stands (pyinternals.c). */
     if (cut.peek.fragile && !native)
         cut.peek.n = 0;
-    /* Late with no CPU used since the tick that asked: off the CPU since
-       then, even if no later tick came to see it (a short block). */
-    if (!native && tick_cpu >= 0 && cal_clock_now_ns() - tick_wall > TAKEOVER_NS)
+    /* Late with no CPU used since the tick that asked, and found blocked
+       when it was late: off the CPU since then, even if no later tick came
+       to see it (a short block).  Late with no CPU used but runnable, it
+       was preempted (a loaded machine), not blocked, and the CPU before
+       the tick is the line's it answers on. */
+    if (!native && asleep && tick_cpu >= 0 && cal_clock_now_ns() - tick_wall > TAKEOVER_NS)
         cut.blocked = 1;
     int guard = calx_runtime_guard_enter();
     sample_pass(PASS_MAIN, native, &cut);
@@ -1688,7 +1693,7 @@ static void tick(void)
        the main thread look without answering (pyinternals.h). */
     int looked = calx_main_probe_sigsafe(); /* (and arms it again) */
     if (queue)
-        E.main_looked = 0;
+        E.main_looked = E.main_asleep = 0;
     else if (looked == 1)
         E.main_looked = 1;
     cut.wall = cal_clock_now_ns();
@@ -1734,6 +1739,7 @@ static void ask_again(int64_t now)
         E.tick_times = times;
     }
     E.tick_wall = now;
+    E.main_asleep = 0;
 }
 
 /* The sampler thread takes the GIL (E.mu not held).  Its thread state is
@@ -1864,6 +1870,11 @@ static void *sampler_main(void *arg)
             continue;
         }
         takeover_at = 0;
+        /* Late: blocked, or preempted (runnable, on a loaded machine)?
+           Read once per block: a tick that finds it blocked says so. */
+        if (atomic_load(&E.call_queued) && !E.cut.blocked && !E.main_asleep)
+            E.main_asleep =
+                cal_clock_thread_runnable(cal_clock_thread_tid(E.main_clock)) == 0;
         /* The main thread did not answer.  If it holds the GIL it is in
            native code: nobody else can run bytecode, so there is nothing
            new to see, and asking for the GIL would only block this thread
