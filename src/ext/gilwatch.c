@@ -21,9 +21,12 @@ typedef struct watched {
     int64_t last_cpu; /* -1 before the first look; kept once it is gone */
     int64_t last_ran; /* when its CPU clock was last seen to advance */
     int was_holder;
-    int64_t python_ns, native_ns;
-    int64_t gc_ns; /* of those, ended by a look that found it collecting
-                      garbage (it held the GIL, and the collector ran) */
+    int probed;                 /* its "signals pending" bit was set at the last look */
+    int last_in_c;              /* the last stretch it held the GIL, it ran C code */
+    double free_share;          /* without the GIL, at the last split (-1: none) */
+    int64_t held_ns, native_ns; /* CPU with the GIL and without it */
+    int64_t gc_ns;              /* of those, ended by a look that found it collecting
+                                   garbage (it held the GIL, and the collector ran) */
 } watched;
 
 /* A gap between looks longer than this says nothing: the sampler thread was
@@ -60,7 +63,11 @@ int calx_gilwatch_set_threads(const void *const *ts, const unsigned long *idents
         return -1;
     pthread_mutex_lock(&W.mu);
     for (size_t i = 0; i < n; i++) {
-        watched w = {ts[i], idents[i], clocks[i], -1, 0, 0, 0, 0, 0};
+        watched w = {.ts = ts[i],
+                     .ident = idents[i],
+                     .clock = clocks[i],
+                     .last_cpu = -1,
+                     .free_share = -1.0};
         for (size_t k = 0; k < W.n; k++) {
             /* The same thread (its clock), perhaps with a new thread state:
                a C thread gets one each time it calls into Python. */
@@ -87,10 +94,11 @@ int calx_gilwatch_set_threads(const void *const *ts, const unsigned long *idents
 
 size_t calx_gilwatch_count(void) { return __atomic_load_n(&W.n, __ATOMIC_RELAXED); }
 
-/* One look at every watched thread; W.mu held. */
-static void observe(PyInterpreterState *interp)
+/* One look at every watched thread; W.mu held.  `holder` holds the GIL
+   (or NULL), and `looked` is what a probe of it said (calx_probe_holder):
+   0 when it has not looked at its eval breaker since the last probe. */
+static void observe(PyInterpreterState *interp, const PyThreadState *holder, int looked)
 {
-    const PyThreadState *holder = calx_gil_holder_sigsafe(interp);
     /* The holder by its thread, not its thread state: a C thread calling
        into Python gets a new one for each call, and we learn of it only at
        the next pass.  (If the thread id cannot be read, by the pointer.) */
@@ -112,8 +120,22 @@ static void observe(PyInterpreterState *interp)
             continue; /* gone: its last reading stays for calx_gilwatch_last */
         if (cpu > w->last_cpu) {
             if (count && w->last_cpu >= 0) {
+                /* With the GIL at both looks and its probe still set, it
+                   never looked at its eval breaker in between: it ran C
+                   code holding the GIL, not bytecode.  The collector is C
+                   code too (as in the main thread, whose answer it
+                   delays); it runs at an eval-breaker check, which clears
+                   the probe, right after the call whose allocations set it
+                   off (json.loads).  The last verdict labels the thread's
+                   held CPU (calx_gilwatch_take).  With no probe (before
+                   3.13), holding the GIL is bytecode. */
+                int collected = is_holder && collecting;
+                int probed = is_holder && w->was_holder && w->probed;
+                int in_c = collected || (probed && looked == 0);
+                if (collected || probed || (is_holder && looked < 0))
+                    w->last_in_c = in_c;
                 if (is_holder || w->was_holder)
-                    w->python_ns += cpu - w->last_cpu;
+                    w->held_ns += cpu - w->last_cpu;
                 else
                     w->native_ns += cpu - w->last_cpu;
                 if (is_holder && collecting)
@@ -123,6 +145,7 @@ static void observe(PyInterpreterState *interp)
         }
         w->last_cpu = cpu;
         w->was_holder = is_holder;
+        w->probed = is_holder && looked >= 0;
     }
 }
 
@@ -141,8 +164,11 @@ static void *watcher_main(void *arg)
         pthread_mutex_unlock(&W.mu);
         struct timespec gap = {0, LOOK_NS};
         nanosleep(&gap, NULL);
+        /* (the probe takes the thread-list lock: not under W.mu) */
+        const PyThreadState *holder = calx_gil_holder_sigsafe(W.interp);
+        int looked = holder ? calx_probe_holder(W.interp, holder) : -1;
         pthread_mutex_lock(&W.mu);
-        observe(W.interp);
+        observe(W.interp, holder, looked);
     }
     pthread_mutex_unlock(&W.mu);
     return NULL;
@@ -220,11 +246,22 @@ int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share,
         watched *w = &W.v[i];
         if (w->clock != clock)
             continue;
-        int64_t sum = w->python_ns + w->native_ns;
+        int64_t sum = w->held_ns + w->native_ns;
         if (sum > 0 && sum >= min_ns) {
-            *native_share = (double)w->native_ns / (double)sum;
+            /* Without the GIL: native.  With it, as the thread's last
+               stretch with it was: where a sample finds it is where that
+               stretch ended (INTERNALS, "C code that keeps the GIL"). */
+            double c = w->last_in_c ? (double)w->held_ns : 0.0;
+            *native_share = ((double)w->native_ns + c) / (double)sum;
+            w->free_share = (double)w->native_ns / (double)sum;
             *gc_share = (double)w->gc_ns / (double)sum;
-            w->python_ns = w->native_ns = w->gc_ns = 0;
+            w->held_ns = w->native_ns = w->gc_ns = 0;
+            found = 1;
+        } else if (w->free_share >= 0) {
+            /* Too little watched for a new split without the GIL: the
+               last one, and the last stretch with it as it was. */
+            *native_share = w->free_share + (1.0 - w->free_share) * w->last_in_c;
+            *gc_share = 0;
             found = 1;
         }
         break;

@@ -4,9 +4,12 @@
  * millisecond, by a thread of its own, without taking the GIL.
  *
  * Between two looks at a thread, the CPU it used (its kernel CPU clock) is
- * bytecode if it held the GIL at either look, and native code otherwise: a
- * thread cannot run bytecode without the GIL, and a thread that runs while
- * another holds it is in C.  Looking 1000 times a second costs one
+ * native code if it held the GIL at neither look: a thread cannot run
+ * bytecode without the GIL, and a thread that runs while another holds it
+ * is in C.  Held at either, it is bytecode, unless it held the GIL at both
+ * and never looked at its eval breaker in between (3.13+: each look probes
+ * the holder, calx_probe_holder), or the collector ran: C code that keeps
+ * the GIL (json.loads of a big document).  Looking 1000 times a second costs one
  * clock_gettime() per thread per look, on the watcher thread, which sleeps
  * while there is no thread to watch (single-threaded programs pay nothing).
  * It is a thread of its own so that it keeps looking while the sampler
@@ -17,9 +20,11 @@
  * sample before it ends (calx_gilwatch_last).
  *
  * Own lock; set_threads and take are called from sampling passes under the
- * GIL.  Never dereferences a thread state: the holder's thread id is read
+ * GIL.  Reads no thread state directly: the holder's thread id is read
  * through process_vm_readv (cal_vmread), which fails instead of faulting
- * if the holder is deleting it, and compared with each watched thread's.
+ * if the holder is deleting it, and compared with each watched thread's;
+ * the probe sets a bit in the holder's eval breaker only under the
+ * runtime's thread-list lock, while the state is in the interpreter's list.
  */
 #ifndef CALX_GILWATCH_H
 #define CALX_GILWATCH_H
@@ -55,11 +60,13 @@ void calx_gilwatch_stop_detach(void);
 void calx_gilwatch_stop(void);
 
 /* The share of the CPU time that the thread of `clock` used in native code
-   since the last successful call for it, and the share it used collecting
-   garbage (looks that found it holding the GIL while the collector ran:
-   the CPU since the previous look is the collector's).  Returns 1 and sets
-   *native_share and *gc_share once at least min_ns of its CPU time has
-   been watched; returns 0 (and keeps counting) before that. */
+   since the last successful call for it (without the GIL; and what it used
+   holding the GIL, if its last stretch with it ran C code), and the share
+   it used collecting garbage (looks that found it holding the GIL while
+   the collector ran: the CPU since the previous look is the collector's).
+   Returns 1 and sets *native_share and *gc_share once at least min_ns of
+   its CPU time has been watched; until then the last split, if any (and 0
+   if none). */
 int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share,
                        double *gc_share);
 

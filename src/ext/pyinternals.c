@@ -853,6 +853,28 @@ int calx_gil_bounds(PyInterpreterState *interp, uintptr_t *lo, uintptr_t *hi)
     return 0;
 }
 
+int calx_probe_holder(PyInterpreterState *interp, const PyThreadState *holder)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    int found = 0;
+    uintptr_t was = 0;
+    if (holder == _PyRuntime.main_tstate)
+        return -1; /* (its answers to the ticks tell, and 3.14t probes it) */
+    calx_threads_lock();
+    for (PyThreadState *t = interp->threads.head; t && !found; t = t->next)
+        found = t == holder;
+    if (found)
+        was = _Py_atomic_or_uintptr(&((PyThreadState *)holder)->eval_breaker,
+                                    _PY_SIGNALS_PENDING_BIT);
+    calx_threads_unlock();
+    return found ? (was & _PY_SIGNALS_PENDING_BIT) == 0 : -1;
+#else
+    (void)interp;
+    (void)holder;
+    return -1;
+#endif
+}
+
 int calx_any_thread_call(PyInterpreterState *interp, int (*fn)(void *), void *arg)
 {
 #if PY_VERSION_HEX >= 0x030C0000 && !defined(Py_GIL_DISABLED)
@@ -1051,6 +1073,13 @@ int calx_any_thread_call(PyInterpreterState *interp, int (*fn)(void *), void *ar
     (void)interp;
     (void)fn;
     (void)arg;
+    return -1;
+}
+
+int calx_probe_holder(PyInterpreterState *interp, const PyThreadState *holder)
+{
+    (void)interp;
+    (void)holder;
     return -1;
 }
 

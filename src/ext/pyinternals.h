@@ -112,6 +112,16 @@ int calx_gil_bounds(PyInterpreterState *interp, uintptr_t *lo, uintptr_t *hi);
    Callable without the GIL. */
 int calx_any_thread_call(PyInterpreterState *interp, int (*fn)(void *), void *arg);
 
+/* 3.13+: probe whether `holder` (the GIL's holder, read a moment ago)
+   looked at its eval breaker since the last probe: sets its "signals
+   pending" bit, which its next look clears (a thread other than the main
+   one only clears it: handle_signals, Python/ceval_gil.c).  Takes the
+   runtime's thread-list lock and touches the state only if it is still in
+   the interpreter's list (a state is unlinked under that lock before it is
+   freed).  Returns 1 if the bit was clear (it looked), 0 if still set, -1
+   if not probed (gone, or an older Python).  Callable without the GIL. */
+int calx_probe_holder(PyInterpreterState *interp, const PyThreadState *holder);
+
 /* The thread (threading.get_ident()) of a thread state that another thread
    may be deleting: read through the caller's window (cal_vmread), so that
    it fails instead of faulting.  Returns 0, or -1 if it cannot be read. */

@@ -93,8 +93,9 @@
  *
  * LIMITATIONS
  *   - A worker thread in native code that keeps the GIL (sorted() of a big
- *     list in a worker) counts as Python; the main thread's delay test does
- *     tell that case apart.
+ *     list in a worker) counts as Python before 3.13 (gilwatch's probe
+ *     needs a per-thread eval breaker) and on 3.14t with its GIL off; the
+ *     main thread's delay test does tell that case apart.
  *   - In threads other than the main one, a line that blocks right after
  *     busy code inherits the CPU used since the previous sample (one
  *     interval on average), and the line after the block its waiting after
@@ -1580,7 +1581,8 @@ static int pending_call(void *arg)
        to see it (a short block).  Late with no CPU used but runnable, it
        was preempted (a loaded machine), not blocked, and the CPU before
        the tick is the line's it answers on. */
-    if (!native && asleep && tick_cpu >= 0 && cal_clock_now_ns() - tick_wall > TAKEOVER_NS)
+    if (!native && asleep && tick_cpu >= 0 &&
+        cal_clock_now_ns() - tick_wall > TAKEOVER_NS)
         cut.blocked = 1;
     int guard = calx_runtime_guard_enter();
     sample_pass(PASS_MAIN, native, &cut);
