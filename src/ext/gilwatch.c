@@ -24,6 +24,7 @@ typedef struct watched {
     int probed;                 /* its "signals pending" bit was set at the last look */
     int last_in_c;              /* the last stretch it held the GIL, it ran C code */
     double free_share;          /* without the GIL, at the last split (-1: none) */
+    double gc_share;            /* collecting, at the last split */
     int64_t held_ns, native_ns; /* CPU with the GIL and without it */
     int64_t gc_ns;              /* of those, ended by a look that found it collecting
                                    garbage (it held the GIL, and the collector ran) */
@@ -254,14 +255,14 @@ int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share,
             double c = w->last_in_c ? (double)w->held_ns : 0.0;
             *native_share = ((double)w->native_ns + c) / (double)sum;
             w->free_share = (double)w->native_ns / (double)sum;
-            *gc_share = (double)w->gc_ns / (double)sum;
+            *gc_share = w->gc_share = (double)w->gc_ns / (double)sum;
             w->held_ns = w->native_ns = w->gc_ns = 0;
             found = 1;
         } else if (w->free_share >= 0) {
-            /* Too little watched for a new split without the GIL: the
-               last one, and the last stretch with it as it was. */
+            /* Too little watched for a new split: the last one, and the
+               last stretch with the GIL as it was. */
             *native_share = w->free_share + (1.0 - w->free_share) * w->last_in_c;
-            *gc_share = 0;
+            *gc_share = w->gc_share;
             found = 1;
         }
         break;
