@@ -24,6 +24,7 @@ CASES = [
     ("bias", "bias.py", [{"BENCH_SHARE": "0.25"}, {"BENCH_SHARE": "0.75"}],
      ["calipers", "scalene", "py-spy", "pyinstrument"]),
     ("threads", "threads.py", [{}], ["calipers", "scalene", "py-spy", "pyinstrument"]),
+    ("threaded_c", "threaded_c.py", [{}], ["calipers", "scalene"]),
     ("peak512", "peak512.py", [{"BENCH_TOUCH": t} for t in ("0", "0.5", "1")],
      ["calipers", "scalene", "memray"]),
     ("alloc_lines", "alloc_lines.py", [{}], ["calipers", "scalene", "memray", "memray-python"]),
@@ -46,6 +47,10 @@ DESCRIBE = {
     "threads": "three threads doing 1, 2 and 3 units of pure-Python work while the main "
                "thread waits in join(); mean |reported - true| share of each, pp "
                "(\"missed\": no time seen in any worker).",
+    "threaded_c": "C code that keeps the GIL, in threads: four workers alternate json.loads "
+                  "of a 1.4 MB document with a pure-Python loop while the main thread "
+                  "waits in join(); mean |reported - true| native share of the two "
+                  "functions, pp.",
     "peak512": "the 512 MiB test (seed 000, section 6.3): one 512 MiB NumPy array of which "
                "0%, 50% and 100% is written; worst relative error of the allocating "
                "line's peak, %.",
@@ -318,6 +323,7 @@ def score_generators(report, truth, marks):
 
 
 SCORES = {"split": score_split, "bias": score_bias, "threads": score_threads,
+          "threaded_c": score_split,
           "peak512": score_bytes("peak"), "alloc_lines": score_bytes("alloc"),
           "leaks": score_leaks, "copies": score_bytes("copy"), "generators": score_generators}
 #: How variants of a test combine: peak512 reports its worst case.
@@ -381,8 +387,8 @@ def median_score(test, scores):
     return statistics.median(seen)
 
 
-UNITS = {"split": "pp", "bias": "pp", "threads": "pp", "peak512": "%", "alloc_lines": "%",
-         "copies": "%", "generators": "pp"}
+UNITS = {"split": "pp", "bias": "pp", "threads": "pp", "threaded_c": "pp", "peak512": "%",
+         "alloc_lines": "%", "copies": "%", "generators": "pp"}
 
 
 def cell(test, r):
