@@ -386,4 +386,6 @@ def test_a_thousand_modules(run_calipers, run_plain, tmp_path):
     assert plain.returncode == prof.returncode == 0, prof.stderr
     assert prof.stdout == plain.stdout
     assert prof.profile["summary"]["samples"] >= 10
-    assert cpu(prof.lines(prog.name)[line_of(prog, "burn-line")]) > 0.15
+    # burn()'s, not its while line's: the loop's pass line gets samples of
+    # its own (the while line read 0.147 s once in CI on 3.13).
+    assert cpu(prof.functions(prog.name)["burn"]["total"]) > 0.15
