@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import PROGRAMS, line_of
+from conftest import PROGRAMS, cpu, line_of
 
 PROGRAM = PROGRAMS / "diff_work.py"
 
@@ -29,6 +29,15 @@ def profile(path, program, *args):
 def runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("diff")
     return profile(d / "old.json", PROGRAM), profile(d / "new.json", PROGRAM, "--more")
+
+
+def line_record(path, line):
+    """The profile's record of (PROGRAM, line): one a line, named by one of
+    the functions on it (work or its generator expression)."""
+    profile = json.loads(path.read_text())
+    (f,) = [f for f in profile["files"] if f["path"] == str(PROGRAM)]
+    (rec,) = [r for r in f["lines"] if r["line"] == line]
+    return rec
 
 
 def diff_json(old, new, *options):
@@ -56,8 +65,15 @@ def test_the_slower_line_is_first(runs):
     assert top["function"].startswith("work") or top["function"] == "<genexpr>"
     t_old, t_new, t_diff = top["time_s"]
     assert t_diff == pytest.approx(t_new - t_old, abs=2e-6)
-    # 5 times the work: sampled at 10 ms, so a wide but honest band.
-    assert 2.5 < t_new / t_old < 12, top
+    # Each side's time is the line's in its profile: CPU and waiting.
+    recs = [line_record(p, work) for p in (old, new)]
+    assert [t_old, t_new] == pytest.approx([cpu(r) + r["waiting_s"] for r in recs], abs=2e-6)
+    # 5 times the work: sampled at 10 ms, so a wide but honest band.  On
+    # the line's CPU: its waiting is however long a loaded machine kept
+    # it from a CPU, which need not scale with the work (one side's
+    # burst: the time's ratio read 2.4).
+    cpu_old, cpu_new = (cpu(r) for r in recs)
+    assert 2.5 < cpu_new / cpu_old < 12, (recs, top)
     assert t_diff > 0.4
     assert d["new"]["wall_s"] > d["old"]["wall_s"]
     # The other way round: the same line, faster.
