@@ -49,6 +49,7 @@
 
 #include "cal_clock.h"
 #include "cal_vmread.h"
+#include "gilwatch.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -89,7 +90,6 @@ static struct {
     unsigned next; /* where the search for a free slot starts */
 } T;
 
-#ifdef Py_GIL_DISABLED /* the ticks' only build */
 static int kernel_defers_cpu_timers(void)
 {
 #if defined(__x86_64__)
@@ -131,11 +131,32 @@ static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
            next one taken.) */
         if (h - t < RING) {
             calx_cputick *k = &s->ring[h % RING];
+            const PyThreadState *ts = atomic_load(&s->ts);
+            PyInterpreterState *interp = atomic_load(&T.interp);
             k->cpu_ns = cal_clock_thread_cpu_sigsafe(s->clock);
-            k->n = calx_frames_copy_sigsafe(&s->window, atomic_load(&s->ts), k->f,
-                                            CALX_TICK_FRAMES, &k->more, &k->attached);
-            k->gc =
-                k->attached == 1 && calx_gc_collecting_sigsafe(atomic_load(&T.interp));
+#ifdef Py_GIL_DISABLED
+            k->n = calx_frames_copy_sigsafe(&s->window, ts, k->f, CALX_TICK_FRAMES,
+                                            &k->more, &k->attached);
+            k->in_c = -1;
+#else
+            /* With a GIL: its innermost frames, as the sampler thread
+               peeks at the main thread's (the pass reads them against its
+               live stack); holding the GIL, and if so, whether it has run
+               C code since gilwatch's last probe (gilwatch.h).  Its thread
+               state now, not the slot's: a C thread gets a new one for
+               each call into Python, and a pass sees it only later
+               (pthread_getspecific, as faulthandler's handler reads it). */
+            ts = PyGILState_GetThisThreadState();
+            calx_peek_own_frames_sigsafe(&s->window, ts, &k->peek);
+            k->n = k->peek.n;
+            k->more = 0;
+            k->attached = ts && calx_gil_holder_sigsafe(interp) == ts;
+            k->in_c =
+                k->attached
+                    ? calx_gilwatch_tick_probe_sigsafe((PyThreadState *)ts, k->cpu_ns)
+                    : -1;
+#endif
+            k->gc = k->attached == 1 && calx_gc_collecting_sigsafe(interp);
             if (k->n >= 0 && k->cpu_ns >= 0)
                 atomic_store_explicit(&s->head, h + 1, memory_order_release);
         }
@@ -144,14 +165,8 @@ static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
     errno = saved;
 }
 
-#endif
-
 int calx_cputicks_start(int64_t interval_ns, PyInterpreterState *interp)
 {
-#ifndef Py_GIL_DISABLED
-    (void)interval_ns, (void)interp;
-    return -1;
-#else
     if (!kernel_defers_cpu_timers())
         return -1;
     T.interval_ns = interval_ns;
@@ -174,7 +189,6 @@ int calx_cputicks_start(int64_t interval_ns, PyInterpreterState *interp)
         }
     }
     return -1;
-#endif
 }
 
 int calx_cputicks_arm(const PyThreadState *ts, int tid, clockid_t clock)
@@ -256,6 +270,8 @@ int calx_cputicks_take(int idx, calx_cputick *out)
     const calx_cputick *k = &s->ring[t % RING];
     out->cpu_ns = k->cpu_ns;
     out->attached = k->attached;
+    out->in_c = k->in_c;
+    out->peek = k->peek;
     out->gc = k->gc;
     out->more = k->more;
     out->n = k->n < 0 ? 0 : k->n > CALX_TICK_FRAMES ? CALX_TICK_FRAMES : k->n;

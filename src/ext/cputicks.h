@@ -26,9 +26,12 @@ typedef struct calx_cputick {
     int attached;   /* its thread state then: 1 attached (bytecode), 0
                        detached (native code), -1 neither */
     int gc;         /* attached while the collector ran: its collection */
+    int in_c;       /* with a GIL, attached: in C code since gilwatch's last
+                       probe (1), or not (0); -1: no probe (before 3.13) */
     int n;          /* frames copied, innermost first */
     int more;       /* the stack went on past them */
-    calx_raw_frame f[CALX_TICK_FRAMES];
+    calx_raw_frame f[CALX_TICK_FRAMES]; /* the free-threaded build's */
+    calx_peek peek;                     /* with a GIL: its innermost frames */
 } calx_cputick;
 
 /* Can threads be armed here, and start the ticks (install the handler on

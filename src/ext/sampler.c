@@ -946,40 +946,89 @@ static void credit_tail(calx_thread *th)
 
 static calx_cputick tick_buf; /* engine lock; one pass at a time */
 
+/* Do threads other than the main one tick in this pass (cputicks.h)?
+   Everywhere the kernel allows, but on the free-threaded build with its
+   GIL switched on at run time. */
+static int ticks_now(void) { return E.ticks_on && (E.gil_free || !calx_nogil_build()); }
+
+/* Where a thread whose ticks are taken is (with a GIL, its ticks' frames
+   are read against its live stack): its thread state in the
+   interpreter's list, alive outside Python (no thread state: a C thread
+   between its calls into Python), or gone. */
+enum tick_frames { TICKS_LISTED, TICKS_FRAMELESS, TICKS_GONE };
+
+/* Whether th's thread state is in the interpreter's list, still its own
+   (calx_threads_lock held; a freed state's memory may be another's). */
+static int listed(const calx_thread *th)
+{
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(E.interp); t;
+         t = PyThreadState_Next(t))
+        if (t == th->ts)
+            return (unsigned long)t->thread_id == th->ident;
+    return 0;
+}
+
 /* Free-threaded build: credit the CPU a ticking thread held to where its
    ticks found it (cputicks.h).  A tick at CPU clock c takes the CPU from
    what was last credited up to c (no further than the pass read: the
    rest waits for the next tick); a tick whose frames do not check is
    dropped, its CPU going to the next.  All of the ticks' CPU was read by
    passes (credit), so the totals stay exact. */
-static void take_ticks(calx_thread *th)
+static void take_ticks(calx_thread *th, enum tick_frames where)
 {
     calx_cputick *k = &tick_buf;
     while (calx_cputicks_take(th->tick_slot, k)) {
         th->ticks_taken++;
-        if (!E.gil_free)
-            continue; /* the GIL came on: passes credit CPU again */
+        if (!ticks_now())
+            continue; /* the GIL came on (3.14t): passes credit CPU again */
+        if (where == TICKS_GONE && !E.gil_free)
+            continue; /* its CPU goes with its last stretch (credit_tail) */
         int64_t upto = k->cpu_ns < th->last_cpu ? k->cpu_ns : th->last_cpu;
         int64_t cpu = th->held_cpu - (th->last_cpu - upto);
         if (cpu <= 0)
             continue;
-        int n = calx_frames_check(k->f, k->n, known_code, E.frames);
-        if (n < 0) {
-            E.torn++;
-            continue;
+        pass_entry at = {.ti = (size_t)(th - E.threads)};
+        int n = 0, rc = 0, located = 0;
+        if (E.gil_free) {
+            n = calx_frames_check(k->f, k->n, known_code, E.frames);
+            if (n < 0) {
+                E.torn++;
+                continue;
+            }
+        } else if (where == TICKS_LISTED && k->peek.n > 0 &&
+                   calx_peek_on_stack((PyThreadState *)th->ts, &k->peek)) {
+            /* With a GIL: the frames it peeked at, read against its live
+               stack (for the frames out from the peek's), as the main
+               thread's peek at a tick is. */
+            rc = attribute((PyThreadState *)th->ts, th->stat, &k->peek, &at);
+            n = !at.frameless;
+            located = 1;
+        } else {
+            /* It has left them since (a C thread between its calls into
+               Python, a function that returned): the peek alone, if its
+               codes are known; none: it was outside Python. */
+            n = calx_peek_frames_known(&k->peek, known_code, E.frames, CALX_FRAMES_MAX);
+            rc = n == 0 && k->peek.n > 0;
         }
+        if (rc != 0)
+            continue; /* (a code not learnt yet: its CPU goes to the next) */
         int64_t sys = th->held_sys < cpu ? th->held_sys : cpu;
         th->held_cpu -= cpu;
         th->held_sys -= sys;
         if (calx_session_paused())
             continue;
-        pass_entry at = {.ti = (size_t)(th - E.threads)};
-        if (locate(th->stat, n, &at) != 0) {
+        if (!located && locate(th->stat, n, &at) != 0) {
             E.dropped++;
             continue;
         }
+        /* Holding the GIL (attached) is bytecode, unless it ran C since
+           gilwatch's last probe (3.13+) or collected garbage (C, as
+           gilwatch counts it); without it, native code. */
+        int in_c =
+            k->in_c == 1 || (k->gc && !E.gil_free) ||
+            (k->in_c == 0 && calx_gilwatch_stuck_after(th->clock, k->cpu_ns) == 1);
         double share = n == 0 || k->attached == 0 ? 1.0
-                       : k->attached == 1         ? 0.0
+                       : k->attached == 1         ? (in_c ? 1.0 : 0.0)
                                                   : th->native_share;
         th->native_share = share;
         cal_times t = {0};
@@ -1008,9 +1057,8 @@ static void take_ticks(calx_thread *th)
     }
 }
 
-/* Free-threaded build, its GIL off: does the thread tick (its CPU held
-   for its ticks)? */
-static int ticking(const calx_thread *th) { return E.gil_free && th->tick_slot >= 0; }
+/* Does the thread tick (its CPU held for its ticks)? */
+static int ticking(const calx_thread *th) { return ticks_now() && th->tick_slot >= 0; }
 
 /* Free-threaded build: did the thread stay off every CPU while the pass
    read it?  `cpu` is its CPU clock read before (OFF-CPU SAMPLES).  Never
@@ -1036,7 +1084,7 @@ static size_t sample_stateless(size_t n, enum pass_kind kind)
             continue;
         cal_thread_times times;
         if (cal_clock_thread_times_sigsafe(th->clock, &times) != 0) {
-            take_ticks(th);
+            take_ticks(th, TICKS_GONE);
             credit_tail(th);
             flush_unplaced(th);
             continue;
@@ -1452,8 +1500,8 @@ again:
             E.threads_changed = 1;
             calx_cputicks_retarget(th->tick_slot, ts);
         }
-        if (E.gil_free && E.ticks_on && !is_main && th->tick_slot < 0 &&
-            !th->tickless && kind != PASS_FINAL) {
+        if (ticks_now() && !is_main && th->tick_slot < 0 && !th->tickless &&
+            kind != PASS_FINAL) {
             th->tick_slot =
                 calx_cputicks_arm(ts, cal_clock_thread_tid(th->clock), th->clock);
             th->tickless = th->tick_slot < 0; /* (all slots taken: not asked again) */
@@ -1565,15 +1613,23 @@ again:
            drawn at a random time, so it does not count as one. */
         credit(pe, until, th->native_share, kind != PASS_FINAL);
     }
-    for (size_t i = 0; i < E.nthreads; i++)
-        if (E.threads[i].seen)
-            take_ticks(&E.threads[i]);
+    /* (With a GIL, threads' states stay listed while their ticks are read
+       against them.) */
+    int lock = !E.gil_free && ticks_now();
+    if (lock)
+        calx_threads_lock();
+    for (size_t i = 0; i < E.nthreads; i++) {
+        calx_thread *th = &E.threads[i];
+        if (th->seen && th->tick_slot >= 0)
+            take_ticks(th, !lock || listed(th) ? TICKS_LISTED : TICKS_FRAMELESS);
+    }
+    if (lock)
+        calx_threads_unlock();
     if (kind == PASS_FINAL)
         for (size_t i = 0; i < E.nthreads; i++) {
-            /* CPU still held (free-threaded build): a thread this pass
-               could not sample (a torn walk), or its CPU since its last
-               tick */
-            if (calx_nogil_build())
+            /* CPU still held: a thread this pass could not sample (a torn
+               walk, 3.14t), or its CPU since its last tick */
+            if (calx_nogil_build() || E.ticks_on)
                 credit_tail(&E.threads[i]);
             flush_unplaced(&E.threads[i]);
             calx_cputicks_disarm(E.threads[i].tick_slot);
@@ -2227,8 +2283,7 @@ static int engine_start(int forked_child)
     E.pid = getpid();
     E.dropped = 0;
     E.torn = 0;
-    E.ticks_on =
-        calx_nogil_build() && calx_cputicks_start(E.interval_ns, E.interp) == 0;
+    E.ticks_on = calx_cputicks_start(E.interval_ns, E.interp) == 0;
     clockid_t sched;
     if (pthread_getcpuclockid(pthread_self(), &sched) != 0) {
         PyErr_SetString(PyExc_OSError, "calipers: no per-thread CPU clock");
