@@ -3,6 +3,15 @@
  *
  * WHY
  *
+ * With a GIL, passes come when the GIL changes hands and find the other
+ * threads where they wait for it: where they let it go, at a backward
+ * jump or a call after their switch interval, not where their CPU went.
+ * A worker alternating json.loads (C that keeps the GIL from start to
+ * end) with a Python loop let it go only in the loop, and the loop line
+ * read up to 1.4x its CPU (3.13), the json line as little as 0.78x.  (On
+ * 3.14t with its GIL switched on the passes still place the CPU.)  A thread's own tick
+ * is drawn from its CPU time alone.
+ *
  * Without a GIL the sampler reads other threads wherever they are, and a
  * thread that is runnable but preempted sits where the scheduler stopped
  * it: not a place drawn at random from its CPU time (sampler.c, OFF-CPU
@@ -18,11 +27,17 @@
  * HOW
  *
  * Each armed thread has a POSIX timer on its own CPU clock that signals
- * the thread itself (SIGEV_THREAD_ID).  The handler copies the thread's
- * frames through process_vm_readv into its slot's ring (calx_frames_copy:
- * nothing dereferenced, no lock, no allocation) with its CPU clock; the
- * pass takes the ticks under the engine lock and checks their frames
- * against the code table, as it checks frames it reads itself.
+ * the thread itself (SIGEV_THREAD_ID).  The handler records, with its CPU
+ * clock, into its slot's ring (nothing dereferenced but through
+ * process_vm_readv, no lock, no allocation): without a GIL a copy of the
+ * thread's frames (calx_frames_copy), which the pass checks against the
+ * code table as it checks frames it reads itself; with one, a peek at
+ * its innermost frames (calx_peek_own_frames_sigsafe, of its thread
+ * state now: PyGILState_GetThisThreadState, pthread_getspecific, as
+ * faulthandler reads it in its handler), whether it holds the GIL, and
+ * if so whether it has run C code since gilwatch's last probe (which the
+ * tick makes too).  The pass reads the peek against the thread's live
+ * stack, or alone if the thread has left those frames since.
  *
  * Safety:
  *   - No EINTR: since Linux 5.11 on x86-64 (POSIX_CPU_TIMERS_TASK_WORK) a
@@ -148,7 +163,7 @@ static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
                (pthread_getspecific, as faulthandler's handler reads it). */
             ts = PyGILState_GetThisThreadState();
             calx_peek_own_frames_sigsafe(&s->window, ts, &k->peek);
-            k->n = k->peek.n;
+            k->n = 0; /* (frames copied: the free-threaded build's) */
             k->more = 0;
             k->attached = ts && calx_gil_holder_sigsafe(interp) == ts;
             k->in_c =

@@ -56,10 +56,29 @@
  *     others: in the proportion gilwatch.c watched since the previous sample
  *     (CPU used while holding the GIL is Python, without it native);
  * to the innermost line of profiled code on the thread's stack, and the
- * inclusive time to every profiled function on it.  Labelling each interval
+ * inclusive time to every profiled function on it.  Where the kernel
+ * allows, a thread other than the main one keeps only its waiting at a
+ * pass: its CPU goes to its own ticks (WORKER TICKS, below).  Labelling each interval
  * by the state observed at its end is an unbiased estimator of the time
  * spent in each state because the ticks are independent of the program
  * (PASTA); the per-thread totals are exact.
+ *
+ * WORKER TICKS
+ *
+ * With a GIL, passes come when the GIL changes hands, and find the other
+ * threads where they wait for it: where they let it go (a backward jump
+ * or a call, after their switch interval), which is not where their CPU
+ * went (a json.loads that never lets it go).  So threads other than the
+ * main one sample themselves on a timer of their own CPU clock
+ * (cputicks.h): a pass credits their waiting and holds their CPU
+ * (held_cpu), and the ticks take it (take_ticks), each the CPU since the
+ * one before, where it found the thread: moments drawn from the thread's
+ * CPU time alone, the same unbiased estimator as wall-clock ticks, in CPU
+ * time.  Each tick is labelled by the thread's state then: without the
+ * GIL native; holding it bytecode, unless it ran C since gilwatch's last
+ * probe (3.13+) or was collecting.  Where ticks cannot run (an older
+ * kernel, no free signal, a thread that blocks it), gilwatch's split and
+ * the passes' places stand.
  *
  * OFF-CPU SAMPLES (the free-threaded build, its GIL off)
  *
@@ -76,12 +95,9 @@
  * if it stood still, the thread was off every CPU, and its sample keeps
  * only the waiting (it was there, waiting, which wall-clock sampling
  * estimates without bias); the CPU of the interval is held (held_cpu).
- * Where the kernel allows, threads other than the main one sample
- * themselves on a timer of their own CPU clock (cputicks.h): every pass
- * holds their CPU, and the ticks take it (take_ticks), each the CPU since
- * the one before, where it found the thread: moments drawn from the
- * thread's CPU time alone, the same unbiased estimator as wall-clock
- * ticks, in CPU time.  Elsewhere the held CPU goes to the next pass that
+ * Where the kernel allows, threads other than the main one tick (WORKER
+ * TICKS, above), and every pass holds their CPU for the ticks.  Elsewhere
+ * the held CPU goes to the next pass that
  * finds the thread on a CPU (or after HOLD_PASSES that do not); on a
  * loaded machine few do, and those mostly just after it was put back on
  * a CPU, where it had been preempted, so the bias comes back in part.
@@ -89,13 +105,18 @@
  * (credit_tail), and the final pass credits everything.  With the GIL
  * switched on at run time (an extension module that does not declare it
  * runs without it), passes hold the GIL again, everyone else waits for it
- * off a CPU, and the default build's rules apply (E.gil_free).
+ * off a CPU, and the rules of a build with a GIL and no ticks apply
+ * (E.gil_free).
  *
  * LIMITATIONS
  *   - A worker thread in native code that keeps the GIL (sorted() of a big
  *     list in a worker) counts as Python before 3.13 (gilwatch's probe
  *     needs a per-thread eval breaker) and on 3.14t with its GIL off; the
  *     main thread's delay test does tell that case apart.
+ *   - A worker's CPU is a sample of its ticks: one per interval of its
+ *     CPU (10 ms by default, at the kernel's tick, 4 ms here), so a line's
+ *     share of a short-lived worker is as noisy as that few samples make
+ *     it (30 ticks: +-16% on a line with a third of the time).
  *   - In threads other than the main one, a line that blocks right after
  *     busy code inherits the CPU used since the previous sample (one
  *     interval on average), and the line after the block its waiting after
@@ -107,10 +128,10 @@
  *     ticks and is followed by C work is not seen as one.
  *   - Native calls shorter than the service threshold (SERVICE_NS) in the
  *     main thread count as Python: they are interpreter overhead in practice.
- *   - A thread found outside Python (a C thread between its calls into it)
- *     has the Python it ran since its previous sample credited to where a
- *     sample last found it in Python: right for a thread calling the same
- *     callback, a guess for one calling several.
+ *   - Without ticks, a thread found outside Python (a C thread between its
+ *     calls into it) has the Python it ran since its previous sample
+ *     credited to where a sample last found it in Python: right for a
+ *     thread calling the same callback, a guess for one calling several.
  */
 #include "sampler.h" /* Python.h first: it defines _GNU_SOURCE */
 
