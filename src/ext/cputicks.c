@@ -45,8 +45,9 @@
  *     after the system call it was in has returned, so the signal never
  *     interrupts one.  Elsewhere the ticks stay off and the sampler reads
  *     threads where it finds them.
- *   - The signal is a real-time one at its default action when the ticks
- *     start (the highest free of SIGRTMAX-7..SIGRTMAX); a program that later
+ *   - The signal is a real-time one at its default action when the first
+ *     thread is armed (the highest free of SIGRTMAX-7..SIGRTMAX; a program
+ *     with no thread besides the main one never has it); a program that later
  *     handles that same signal itself would get our ticks (a limitation,
  *     docs/INTERNALS.md).  A signal that did not come from a timer is
  *     given its default action, as without us.
@@ -186,6 +187,14 @@ int calx_cputicks_start(int64_t interval_ns, PyInterpreterState *interp)
         return -1;
     T.interval_ns = interval_ns;
     atomic_store(&T.interp, interp);
+    return 0;
+}
+
+/* Install the handler, the first time a thread is armed: a program that
+   never has a thread besides the main one keeps every signal's
+   disposition as it was.  Returns 0, or -1 if no signal is free. */
+static int install_handler(void)
+{
     if (T.signo)
         return 0;
     for (int sig = SIGRTMAX; sig >= SIGRTMAX - 7 && sig >= SIGRTMIN; sig--) {
@@ -208,7 +217,7 @@ int calx_cputicks_start(int64_t interval_ns, PyInterpreterState *interp)
 
 int calx_cputicks_arm(const PyThreadState *ts, int tid, clockid_t clock)
 {
-    if (!T.signo || tid <= 0)
+    if (tid <= 0 || install_handler() != 0)
         return -1;
     for (unsigned k = 0; k < MAX_SLOTS; k++) {
         unsigned idx = (T.next + k) % MAX_SLOTS;

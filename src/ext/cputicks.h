@@ -42,15 +42,16 @@ typedef struct calx_cputick {
     calx_peek peek;                     /* with a GIL: its innermost frames */
 } calx_cputick;
 
-/* Can threads be armed here, and start the ticks (install the handler on
-   a free real-time signal).  Returns 0, or -1 where they cannot be (a
-   kernel whose CPU timers may interrupt a system call, no free signal):
-   the sampler then reads threads where it finds them.  Caller holds the
-   engine lock (the GIL on a build with one). */
+/* Can threads be armed here (a kernel whose CPU timers cannot interrupt a
+   system call)?  Returns 0, or -1 where they cannot be: the sampler then
+   reads threads where it finds them.  The handler goes on a free
+   real-time signal when the first thread is armed (none free: no thread
+   is).  Caller holds the engine lock (the GIL on a build with one). */
 int calx_cputicks_start(int64_t interval_ns, PyInterpreterState *interp);
 
 /* Arm a thread (kernel id tid, CPU clock base `clock`, thread state ts)
-   to tick every interval of its CPU time.  Returns its slot, or -1. */
+   to tick every interval of its CPU time.  Returns its slot, or -1 (no
+   free signal, no memory, no timer). */
 int calx_cputicks_arm(const PyThreadState *ts, int tid, clockid_t clock);
 
 /* The thread state a slot's thread now runs with (a C thread gets a new
