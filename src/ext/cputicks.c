@@ -304,6 +304,18 @@ int calx_cputicks_take(int idx, calx_cputick *out)
     return 1;
 }
 
+int calx_cputicks_taken_over(void)
+{
+    struct sigaction cur;
+    if (!T.signo || sigaction(T.signo, NULL, &cur) != 0 ||
+        ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_tick_sigsafe))
+        return 0;
+    for (int i = 0; i < MAX_SLOTS; i++)
+        calx_cputicks_disarm(i);
+    T.signo = 0; /* (the next arm takes another) */
+    return 1;
+}
+
 void calx_cputicks_stop(void)
 {
     for (int i = 0; i < MAX_SLOTS; i++)

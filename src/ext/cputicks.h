@@ -64,6 +64,12 @@ void calx_cputicks_disarm(int slot);
 /* Take the slot's oldest tick not taken yet into *out: 1, or 0 if none. */
 int calx_cputicks_take(int slot, calx_cputick *out);
 
+/* Whether the program has put a handler of its own on the ticks' signal
+   since it was taken: then every slot is disarmed (its ticks would go to
+   the program), and the next arm takes another free signal.  A system
+   call; once a pass. */
+int calx_cputicks_taken_over(void);
+
 /* Disarm every slot and give the signal back. */
 void calx_cputicks_stop(void);
 

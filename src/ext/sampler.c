@@ -1489,6 +1489,15 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
     int64_t wall = cal_clock_now_ns();
     size_t n = 0;
     int learnt = 0;
+    if (E.ticks_on && calx_cputicks_taken_over()) {
+        /* The program put a handler of its own on the ticks' signal: our
+           timers go (their CPU held so far goes to the next samples), and
+           threads are armed again, on another free signal. */
+        for (size_t i = 0; i < E.nthreads; i++) {
+            calx_cputicks_disarm(E.threads[i].tick_slot);
+            E.threads[i].tick_slot = -1;
+        }
+    }
 again:
     n = 0;
     E.pass_nfuncs = 0;
