@@ -47,10 +47,11 @@
  *     threads where it finds them.
  *   - The signal is a real-time one at its default action when the first
  *     thread is armed (the highest free of SIGRTMAX-7..SIGRTMAX; a program
- *     with no thread besides the main one never has it); a program that later
- *     handles that same signal itself would get our ticks (a limitation,
- *     docs/INTERNALS.md).  A signal that did not come from a timer is
- *     given its default action, as without us.
+ *     with no thread besides the main one never has it).  A program that
+ *     later handles that same signal itself gets our ticks until the next
+ *     pass sees it (calx_cputicks_taken_over), deletes the timers and arms
+ *     the threads again on another free signal.  A signal that did not
+ *     come from a timer is given its default action, as without us.
  *   - The handler stays installed once installed: a tick may still be
  *     pending after its timer is deleted, and it must not kill the process.
  *   - Slots are never freed, and a tick names its slot and the slot's
