@@ -1027,8 +1027,13 @@ static void take_ticks(calx_thread *th, enum tick_frames where)
         } else {
             /* It has left them since (a C thread between its calls into
                Python, a function that returned): the peek alone, if its
-               codes are known; none: it was outside Python. */
-            n = calx_peek_frames_known(&k->peek, known_code, E.frames, CALX_FRAMES_MAX);
+               codes are known and it saw the whole stack (else the tick
+               is dropped, not credited to a stack cut short); none: it
+               was outside Python. */
+            n = k->peek.n < CALX_PEEK_FRAMES
+                    ? calx_peek_frames_known(&k->peek, known_code, E.frames,
+                                             CALX_FRAMES_MAX)
+                    : 0;
             rc = n == 0 && k->peek.n > 0;
         }
         if (rc != 0)
