@@ -72,7 +72,8 @@ def test_fork_child_leaving_by_os_exit(run_calipers, run_plain):
     child = procs[1]
     assert child["forked"] and child["end"] == "os._exit"
     assert child["ppid"] == procs[0]["pid"]
-    assert child["python_s"] + child["native_s"] > 0.1
+    # work(3_000_000) is 0.1-0.2 s of CPU, 0.099 s on 3.11 once in CI.
+    assert child["python_s"] + child["native_s"] + child["system_s"] > 0.05
     assert processes_of_line(run, line_of(PROCS, "hot2")) == {1}
     # The parent only waited for it.
     assert procs[0]["python_s"] < 0.1
