@@ -63,23 +63,21 @@ static struct {
 
 static int start_thread(void);
 
-/* The latest probe of a holder (calx_gilwatch_in_c_sigsafe), written by
-   the watcher under a sequence count, read by signal handlers. */
+/* The latest probe of a holder (calx_gilwatch_tick_probe_sigsafe),
+   written by the watcher under a sequence count, read by signal handlers. */
 static struct {
     unsigned seq; /* odd while it is written */
     const void *ts;
     int64_t cpu; /* its CPU clock, read just after */
-    int stuck;   /* its bit was still set: no look since the probe before */
 } P;
 
-static void publish_probe(const void *ts, int64_t cpu, int stuck)
+static void publish_probe(const void *ts, int64_t cpu)
 {
     unsigned seq = __atomic_load_n(&P.seq, __ATOMIC_RELAXED);
     __atomic_store_n(&P.seq, seq + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     __atomic_store_n(&P.ts, ts, __ATOMIC_RELAXED);
     __atomic_store_n(&P.cpu, cpu, __ATOMIC_RELAXED);
-    __atomic_store_n(&P.stuck, stuck, __ATOMIC_RELAXED);
     __atomic_store_n(&P.seq, seq + 2, __ATOMIC_RELEASE);
 }
 
@@ -91,9 +89,7 @@ int calx_gilwatch_tick_probe_sigsafe(PyThreadState *ts, int64_t cpu)
     unsigned seq = __atomic_load_n(&P.seq, __ATOMIC_ACQUIRE);
     const void *probed = __atomic_load_n(&P.ts, __ATOMIC_RELAXED);
     int64_t at = __atomic_load_n(&P.cpu, __ATOMIC_RELAXED);
-    int stuck = __atomic_load_n(&P.stuck, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    (void)stuck;
     if (seq % 2 == 0 && __atomic_load_n(&P.seq, __ATOMIC_RELAXED) == seq &&
         probed == ts && cpu - at < FRESH_NS)
         return 0; /* set by a probe it has not run since: the next probe tells */
@@ -192,7 +188,7 @@ static void observe(PyInterpreterState *interp, const PyThreadState *holder, int
         w->was_holder = is_holder;
         w->probed = is_holder && looked >= 0;
         if (w->probed) {
-            publish_probe(holder, cpu, looked == 0);
+            publish_probe(holder, cpu);
             w->probes[w->nprobes % PROBES_KEPT].cpu = cpu;
             w->probes[w->nprobes % PROBES_KEPT].stuck = looked == 0;
             w->nprobes++;
@@ -371,4 +367,5 @@ void calx_gilwatch_reset(void)
     W.v = NULL; /* the parent's array is leaked in the child, on purpose */
     W.n = W.cap = 0;
     W.last_look = 0;
+    P.ts = NULL; /* (the parent's latest probe) */
 }
