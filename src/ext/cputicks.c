@@ -83,7 +83,15 @@
 #endif
 
 #define MAX_SLOTS 1024
-#define RING 8 /* ticks a slot holds until a pass takes them */
+/* Ticks a slot holds until a pass takes them: with a GIL a tick is a peek
+   (~0.5 KB), and passes can be rare (3.9-3.11, the main thread blocked,
+   the sampler thread waiting for the GIL); without one, a copy of up to
+   256 frames (6 KB), and passes are independent of the threads. */
+#ifdef Py_GIL_DISABLED
+#define RING 8
+#else
+#define RING 64
+#endif
 #define CLOCK_SCHED_ 2
 
 typedef struct slot {

@@ -1002,8 +1002,6 @@ static void take_ticks(calx_thread *th, enum tick_frames where)
         th->ticks_taken++;
         if (!ticks_now())
             continue; /* the GIL came on (3.14t): passes credit CPU again */
-        if (where == TICKS_GONE && !E.gil_free)
-            continue; /* its CPU goes with its last stretch (credit_tail) */
         int64_t upto = k->cpu_ns < th->last_cpu ? k->cpu_ns : th->last_cpu;
         int64_t cpu = th->held_cpu - (th->last_cpu - upto);
         if (cpu <= 0)
