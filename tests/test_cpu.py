@@ -192,9 +192,12 @@ def test_workers_are_sampled_while_the_main_thread_joins(run_calipers):
     order: each worker got 0.05-0.53 of the ticks on 3.12 and 3.13 (at 5
     and 10 ms), and 0.75-1.13 now; 3.14t, its GIL off, 0.73-1.08.  Before
     3.12 only the main thread runs pending calls, and the sampler thread
-    still queues: 0.02-0.47 of the ticks on 3.9 and 3.11, too few for each
-    function's share (issue 18).  Each thread's CPU is exact whatever the
-    samples, so the two functions' sum is checked everywhere."""
+    still queues: 0.02-0.47 of the ticks on 3.9 and 3.11.  Each function's
+    CPU is located there by the workers' own CPU-clock ticks (where they
+    run: ticks_possible): 0.97-1.09 of its CPU on 3.9-3.11 in 18 runs; no
+    CPU at all on shallow() once in CI when an ended thread's ticks were
+    discarded.  Each thread's CPU is exact whatever the samples, so the two
+    functions' sum is checked everywhere."""
     run = run_calipers(PROGRAMS / "contended.py", TRUTH, "joined",
                        options=["--interval", "5ms"])
     assert run.returncode == 0, run.stderr
@@ -212,7 +215,7 @@ def test_workers_are_sampled_while_the_main_thread_joins(run_calipers):
     spent = {fn: truth["worker-0:" + fn] + truth["worker-1:" + fn] for fn in ("deep", "shallow")}
     both = cpu(funcs["deep"]["total"]) + cpu(funcs["shallow"]["total"])
     assert both == pytest.approx(sum(spent.values()), rel=0.05), (funcs, truth)
-    if asks_holder:
+    if asks_holder or ticks_possible():
         for fn, true in spent.items():
             # Some 70 samples of shallow(): a standard error near 12%.
             assert cpu(funcs[fn]["total"]) == pytest.approx(true, rel=0.3), (fn, funcs[fn], truth)
