@@ -3,6 +3,15 @@
  *
  * WHY
  *
+ * With a GIL, passes come when the GIL changes hands and find the other
+ * threads where they wait for it: where they let it go, at a backward
+ * jump or a call after their switch interval, not where their CPU went.
+ * A worker alternating json.loads (C that keeps the GIL from start to
+ * end) with a Python loop let it go only in the loop, and the loop line
+ * read up to 1.4x its CPU (3.13), the json line as little as 0.78x.  (On
+ * 3.14t with its GIL switched on the passes still place the CPU.)  A thread's own tick
+ * is drawn from its CPU time alone.
+ *
  * Without a GIL the sampler reads other threads wherever they are, and a
  * thread that is runnable but preempted sits where the scheduler stopped
  * it: not a place drawn at random from its CPU time (sampler.c, OFF-CPU
@@ -18,11 +27,17 @@
  * HOW
  *
  * Each armed thread has a POSIX timer on its own CPU clock that signals
- * the thread itself (SIGEV_THREAD_ID).  The handler copies the thread's
- * frames through process_vm_readv into its slot's ring (calx_frames_copy:
- * nothing dereferenced, no lock, no allocation) with its CPU clock; the
- * pass takes the ticks under the engine lock and checks their frames
- * against the code table, as it checks frames it reads itself.
+ * the thread itself (SIGEV_THREAD_ID).  The handler records, with its CPU
+ * clock, into its slot's ring (nothing dereferenced but through
+ * process_vm_readv, no lock, no allocation): without a GIL a copy of the
+ * thread's frames (calx_frames_copy), which the pass checks against the
+ * code table as it checks frames it reads itself; with one, a peek at
+ * its innermost frames (calx_peek_own_frames_sigsafe, of its thread
+ * state now: PyGILState_GetThisThreadState, pthread_getspecific, as
+ * faulthandler reads it in its handler), whether it holds the GIL, and
+ * if so whether it has run C code since gilwatch's last probe (which the
+ * tick makes too).  The pass reads the peek against the thread's live
+ * stack, or alone if the thread has left those frames since.
  *
  * Safety:
  *   - No EINTR: since Linux 5.11 on x86-64 (POSIX_CPU_TIMERS_TASK_WORK) a
@@ -30,11 +45,13 @@
  *     after the system call it was in has returned, so the signal never
  *     interrupts one.  Elsewhere the ticks stay off and the sampler reads
  *     threads where it finds them.
- *   - The signal is a real-time one at its default action when the ticks
- *     start (the highest free of SIGRTMAX-7..SIGRTMAX); a program that later
- *     handles that same signal itself would get our ticks (a limitation,
- *     docs/INTERNALS.md).  A signal that did not come from a timer is
- *     given its default action, as without us.
+ *   - The signal is a real-time one at its default action when the first
+ *     thread is armed (the highest free of SIGRTMAX-7..SIGRTMAX; a program
+ *     with no thread besides the main one never has it).  A program that
+ *     later handles that same signal itself gets our ticks until the next
+ *     pass sees it (calx_cputicks_taken_over), deletes the timers and arms
+ *     the threads again on another free signal.  A signal that did not
+ *     come from a timer is given its default action, as without us.
  *   - The handler stays installed once installed: a tick may still be
  *     pending after its timer is deleted, and it must not kill the process.
  *   - Slots are never freed, and a tick names its slot and the slot's
@@ -49,6 +66,7 @@
 
 #include "cal_clock.h"
 #include "cal_vmread.h"
+#include "gilwatch.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -65,7 +83,15 @@
 #endif
 
 #define MAX_SLOTS 1024
-#define RING 8 /* ticks a slot holds until a pass takes them */
+/* Ticks a slot holds until a pass takes them: with a GIL a tick is a peek
+   (~0.5 KB), and passes can be rare (3.9-3.11, the main thread blocked,
+   the sampler thread waiting for the GIL); without one, a copy of up to
+   256 frames (6 KB), and passes are independent of the threads. */
+#ifdef Py_GIL_DISABLED
+#define RING 8
+#else
+#define RING 64
+#endif
 #define CLOCK_SCHED_ 2
 
 typedef struct slot {
@@ -89,7 +115,6 @@ static struct {
     unsigned next; /* where the search for a free slot starts */
 } T;
 
-#ifdef Py_GIL_DISABLED /* the ticks' only build */
 static int kernel_defers_cpu_timers(void)
 {
 #if defined(__x86_64__)
@@ -131,11 +156,32 @@ static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
            next one taken.) */
         if (h - t < RING) {
             calx_cputick *k = &s->ring[h % RING];
+            const PyThreadState *ts = atomic_load(&s->ts);
+            PyInterpreterState *interp = atomic_load(&T.interp);
             k->cpu_ns = cal_clock_thread_cpu_sigsafe(s->clock);
-            k->n = calx_frames_copy_sigsafe(&s->window, atomic_load(&s->ts), k->f,
-                                            CALX_TICK_FRAMES, &k->more, &k->attached);
-            k->gc =
-                k->attached == 1 && calx_gc_collecting_sigsafe(atomic_load(&T.interp));
+#ifdef Py_GIL_DISABLED
+            k->n = calx_frames_copy_sigsafe(&s->window, ts, k->f, CALX_TICK_FRAMES,
+                                            &k->more, &k->attached);
+            k->in_c = -1;
+#else
+            /* With a GIL: its innermost frames, as the sampler thread
+               peeks at the main thread's (the pass reads them against its
+               live stack); holding the GIL, and if so, whether it has run
+               C code since gilwatch's last probe (gilwatch.h).  Its thread
+               state now, not the slot's: a C thread gets a new one for
+               each call into Python, and a pass sees it only later
+               (pthread_getspecific, as faulthandler's handler reads it). */
+            ts = PyGILState_GetThisThreadState();
+            calx_peek_own_frames_sigsafe(&s->window, ts, &k->peek);
+            k->n = 0; /* (frames copied: the free-threaded build's) */
+            k->more = 0;
+            k->attached = ts && calx_gil_holder_sigsafe(interp) == ts;
+            k->in_c =
+                k->attached
+                    ? calx_gilwatch_tick_probe_sigsafe((PyThreadState *)ts, k->cpu_ns)
+                    : -1;
+#endif
+            k->gc = k->attached == 1 && calx_gc_collecting_sigsafe(interp);
             if (k->n >= 0 && k->cpu_ns >= 0)
                 atomic_store_explicit(&s->head, h + 1, memory_order_release);
         }
@@ -144,18 +190,20 @@ static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
     errno = saved;
 }
 
-#endif
-
 int calx_cputicks_start(int64_t interval_ns, PyInterpreterState *interp)
 {
-#ifndef Py_GIL_DISABLED
-    (void)interval_ns, (void)interp;
-    return -1;
-#else
     if (!kernel_defers_cpu_timers())
         return -1;
     T.interval_ns = interval_ns;
     atomic_store(&T.interp, interp);
+    return 0;
+}
+
+/* Install the handler, the first time a thread is armed: a program that
+   never has a thread besides the main one keeps every signal's
+   disposition as it was.  Returns 0, or -1 if no signal is free. */
+static int install_handler(void)
+{
     if (T.signo)
         return 0;
     for (int sig = SIGRTMAX; sig >= SIGRTMAX - 7 && sig >= SIGRTMIN; sig--) {
@@ -174,12 +222,11 @@ int calx_cputicks_start(int64_t interval_ns, PyInterpreterState *interp)
         }
     }
     return -1;
-#endif
 }
 
 int calx_cputicks_arm(const PyThreadState *ts, int tid, clockid_t clock)
 {
-    if (!T.signo || tid <= 0)
+    if (tid <= 0 || install_handler() != 0)
         return -1;
     for (unsigned k = 0; k < MAX_SLOTS; k++) {
         unsigned idx = (T.next + k) % MAX_SLOTS;
@@ -256,11 +303,25 @@ int calx_cputicks_take(int idx, calx_cputick *out)
     const calx_cputick *k = &s->ring[t % RING];
     out->cpu_ns = k->cpu_ns;
     out->attached = k->attached;
+    out->in_c = k->in_c;
+    out->peek = k->peek;
     out->gc = k->gc;
     out->more = k->more;
     out->n = k->n < 0 ? 0 : k->n > CALX_TICK_FRAMES ? CALX_TICK_FRAMES : k->n;
     memcpy(out->f, k->f, (size_t)out->n * sizeof(out->f[0]));
     atomic_store_explicit(&s->tail, t + 1, memory_order_release);
+    return 1;
+}
+
+int calx_cputicks_taken_over(void)
+{
+    struct sigaction cur;
+    if (!T.signo || sigaction(T.signo, NULL, &cur) != 0 ||
+        ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_tick_sigsafe))
+        return 0;
+    for (int i = 0; i < MAX_SLOTS; i++)
+        calx_cputicks_disarm(i);
+    T.signo = 0; /* (the next arm takes another) */
     return 1;
 }
 

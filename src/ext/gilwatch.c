@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #define LOOK_NS 1000000 /* how often the watcher looks */
+#define FRESH_NS 20000  /* CPU a thread needs after a probe to have looked */
+#define PROBES_KEPT 16
 
 typedef struct watched {
     const void *ts;
@@ -28,6 +30,11 @@ typedef struct watched {
     int64_t held_ns, native_ns; /* CPU with the GIL and without it */
     int64_t gc_ns;              /* of those, ended by a look that found it collecting
                                    garbage (it held the GIL, and the collector ran) */
+    struct {
+        int64_t cpu;       /* its CPU clock just after a probe of it */
+        int stuck;         /* the probe found its bit still set */
+    } probes[PROBES_KEPT]; /* the latest probes of it (calx_gilwatch_stuck_after) */
+    unsigned nprobes;
 } watched;
 
 /* A gap between looks longer than this says nothing: the sampler thread was
@@ -55,6 +62,39 @@ static struct {
 } W = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static int start_thread(void);
+
+/* The latest probe of a holder (calx_gilwatch_tick_probe_sigsafe),
+   written by the watcher under a sequence count, read by signal handlers. */
+static struct {
+    unsigned seq; /* odd while it is written */
+    const void *ts;
+    int64_t cpu; /* its CPU clock, read just after */
+} P;
+
+static void publish_probe(const void *ts, int64_t cpu)
+{
+    unsigned seq = __atomic_load_n(&P.seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&P.seq, seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&P.ts, ts, __ATOMIC_RELAXED);
+    __atomic_store_n(&P.cpu, cpu, __ATOMIC_RELAXED);
+    __atomic_store_n(&P.seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+int calx_gilwatch_tick_probe_sigsafe(PyThreadState *ts, int64_t cpu)
+{
+    int bit = calx_probe_own_sigsafe(ts);
+    if (bit < 0)
+        return -1;
+    unsigned seq = __atomic_load_n(&P.seq, __ATOMIC_ACQUIRE);
+    const void *probed = __atomic_load_n(&P.ts, __ATOMIC_RELAXED);
+    int64_t at = __atomic_load_n(&P.cpu, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (seq % 2 == 0 && __atomic_load_n(&P.seq, __ATOMIC_RELAXED) == seq &&
+        probed == ts && cpu - at < FRESH_NS)
+        return 0; /* set by a probe it has not run since: the next probe tells */
+    return bit;
+}
 
 int calx_gilwatch_set_threads(const void *const *ts, const unsigned long *idents,
                               const clockid_t *clocks, size_t n)
@@ -147,6 +187,12 @@ static void observe(PyInterpreterState *interp, const PyThreadState *holder, int
         w->last_cpu = cpu;
         w->was_holder = is_holder;
         w->probed = is_holder && looked >= 0;
+        if (w->probed) {
+            publish_probe(holder, cpu);
+            w->probes[w->nprobes % PROBES_KEPT].cpu = cpu;
+            w->probes[w->nprobes % PROBES_KEPT].stuck = looked == 0;
+            w->nprobes++;
+        }
     }
 }
 
@@ -271,6 +317,30 @@ int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share,
     return found;
 }
 
+int calx_gilwatch_stuck_after(clockid_t clock, int64_t cpu)
+{
+    int found = -1;
+    pthread_mutex_lock(&W.mu);
+    for (size_t i = 0; i < W.n; i++) {
+        const watched *w = &W.v[i];
+        if (w->clock != clock)
+            continue;
+        /* The first probe after cpu, among those kept: the oldest kept
+           must be before it, or the first after may be gone. */
+        unsigned kept = w->nprobes < PROBES_KEPT ? w->nprobes : PROBES_KEPT;
+        for (unsigned k = w->nprobes - kept; k < w->nprobes; k++) {
+            if (w->probes[k % PROBES_KEPT].cpu <= cpu)
+                continue;
+            if (k > w->nprobes - kept || kept < PROBES_KEPT)
+                found = w->probes[k % PROBES_KEPT].stuck;
+            break;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&W.mu);
+    return found;
+}
+
 int calx_gilwatch_last(clockid_t clock, int64_t *cpu_ns, int64_t *when_ns)
 {
     int found = 0;
@@ -297,4 +367,5 @@ void calx_gilwatch_reset(void)
     W.v = NULL; /* the parent's array is leaked in the child, on purpose */
     W.n = W.cap = 0;
     W.last_look = 0;
+    P.ts = NULL; /* (the parent's latest probe) */
 }

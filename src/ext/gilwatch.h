@@ -75,6 +75,25 @@ int calx_gilwatch_take(clockid_t clock, int64_t min_ns, double *native_share,
    to advance.  Returns 1, or 0 if there is no reading. */
 int calx_gilwatch_last(clockid_t clock, int64_t *cpu_ns, int64_t *when_ns);
 
+/* 3.13+, in a signal handler of the thread of ts, which holds the GIL,
+   with its CPU clock read there: has it run C code since the watcher's
+   last probe of it (1: its "signals pending" bit is still set), or can
+   that not be told yet (0)?  It may have looked at its eval breaker and
+   then begun a C call: the handler probes it too (sets the bit), and the
+   watcher's next probe says whether it looked since
+   (calx_gilwatch_stuck_after).  A bit set by a probe so recent that the
+   thread has not run since says nothing either (the probe and a signal
+   can both come as the thread is put back on a CPU: 8% of the ticks of a
+   thread in a Python loop read C).  -1 where there is no probe. */
+int calx_gilwatch_tick_probe_sigsafe(PyThreadState *ts, int64_t cpu);
+
+/* For a tick of the thread of `clock` at its CPU clock cpu that could
+   not tell (above): the watcher's first probe of it after that, among
+   those kept, found its bit still set (1: no look at its eval breaker
+   since the tick: it ran C code), or clear (0); -1 if there is none
+   (yet, or any more). */
+int calx_gilwatch_stuck_after(clockid_t clock, int64_t cpu);
+
 /* The watcher thread's kernel thread id (0 before it runs). */
 int calx_gilwatch_tid(void);
 

@@ -307,6 +307,24 @@ int calx_thread_frames(PyThreadState *ts, const calx_peek *at,
     return n;
 }
 
+int calx_peek_frames_known(const calx_peek *at, int (*known)(const void *code),
+                           calx_frame *out, int max)
+{
+    if (layout_problem || at->n <= 0)
+        return 0;
+    return left_frames(at, at->n, known, out, max);
+}
+
+int calx_peek_on_stack(PyThreadState *ts, const calx_peek *at)
+{
+    if (layout_problem)
+        return 0;
+    for (frame_t *g = first_frame(ts); g; g = next_frame(g))
+        if (peeked_at(g, at) >= 0)
+            return 1;
+    return 0;
+}
+
 void calx_frames_resolve(calx_frame *frames, int n)
 {
     for (int i = 0; i < n; i++)
@@ -655,6 +673,12 @@ static int peek_chain_sigsafe(cal_vmread *w, const PyThreadState *ts, calx_peek 
 
 void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
 {
+    calx_peek_own_frames_sigsafe(&peek_window, ts, out);
+}
+
+void calx_peek_own_frames_sigsafe(cal_vmread *w, const PyThreadState *ts,
+                                  calx_peek *out)
+{
     out->n = 0;
     out->fragile = 0;
     if (!ts || layout_problem || __atomic_load_n(&peek_off, __ATOMIC_RELAXED))
@@ -678,7 +702,7 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
        and that is a bias of its own, away from the short-lived frames
        (a coroutine chain's hot lines 0.83-0.94 of the truth; with such
        peeks left out 0.97-0.98, as with no peeking at all). */
-    int rc = peek_chain_sigsafe(&peek_window, ts, out);
+    int rc = peek_chain_sigsafe(w, ts, out);
     if (rc == 1)
         out->n = 0;
     else if (rc < 0 && (errno == ENOSYS || errno == EPERM))
@@ -875,6 +899,17 @@ int calx_probe_holder(PyInterpreterState *interp, const PyThreadState *holder)
 #endif
 }
 
+int calx_probe_own_sigsafe(PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    uintptr_t was = _Py_atomic_or_uintptr(&ts->eval_breaker, _PY_SIGNALS_PENDING_BIT);
+    return (was & _PY_SIGNALS_PENDING_BIT) != 0;
+#else
+    (void)ts;
+    return -1;
+#endif
+}
+
 int calx_any_thread_call(PyInterpreterState *interp, int (*fn)(void *), void *arg)
 {
 #if PY_VERSION_HEX >= 0x030C0000 && !defined(Py_GIL_DISABLED)
@@ -1001,12 +1036,34 @@ int calx_thread_frames(PyThreadState *ts, const calx_peek *at,
     return 0;
 }
 
+int calx_peek_frames_known(const calx_peek *at, int (*known)(const void *code),
+                           calx_frame *out, int max)
+{
+    (void)at, (void)known, (void)out, (void)max;
+    return 0;
+}
+
+int calx_peek_on_stack(PyThreadState *ts, const calx_peek *at)
+{
+    (void)ts, (void)at;
+    return 0;
+}
+
 void calx_frames_resolve(calx_frame *frames, int n) { (void)frames, (void)n; }
 
 void calx_peek_prepare(const PyThreadState *ts) { (void)ts; }
 
 void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out)
 {
+    (void)ts;
+    out->n = 0;
+    out->fragile = 0;
+}
+
+void calx_peek_own_frames_sigsafe(cal_vmread *w, const PyThreadState *ts,
+                                  calx_peek *out)
+{
+    (void)w;
     (void)ts;
     out->n = 0;
     out->fragile = 0;
@@ -1080,6 +1137,12 @@ int calx_probe_holder(PyInterpreterState *interp, const PyThreadState *holder)
 {
     (void)interp;
     (void)holder;
+    return -1;
+}
+
+int calx_probe_own_sigsafe(PyThreadState *ts)
+{
+    (void)ts;
     return -1;
 }
 

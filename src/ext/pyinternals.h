@@ -67,8 +67,14 @@ typedef struct calx_peek {
 void calx_peek_prepare(const PyThreadState *ts);
 
 /* Peek at ts's frames.  ts must stay alive (the main thread's).  Callable
-   without the GIL; async-signal-safe. */
+   without the GIL; async-signal-safe.  The sampler thread's only. */
 void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out);
+
+/* The same through the caller's window: a thread peeking at its own
+   frames (ts its own, running nothing while it reads: a signal handler). */
+struct cal_vmread;
+void calx_peek_own_frames_sigsafe(struct cal_vmread *w, const PyThreadState *ts,
+                                  calx_peek *out);
 
 /* Fill out[0..max) with the Python frames of `ts`, innermost first; skips
    incomplete frames and C-stack shims.  With a peek `at` (or NULL), the
@@ -82,6 +88,16 @@ void calx_peek_frames_sigsafe(const PyThreadState *ts, calx_peek *out);
    GIL. */
 int calx_thread_frames(PyThreadState *ts, const calx_peek *at,
                        int (*known)(const void *code), calx_frame *out, int max);
+
+/* The frames a peek saw, alone (the thread's state is gone since, or it
+   left Python): all of them if `known` says every code object in it is
+   alive, else none.  Returns the number stored.  Caller holds the GIL. */
+int calx_peek_frames_known(const calx_peek *at, int (*known)(const void *code),
+                           calx_frame *out, int max);
+
+/* Whether ts still has any of the frames a peek saw (the same frame with
+   the same code).  Caller holds the GIL. */
+int calx_peek_on_stack(PyThreadState *ts, const calx_peek *at);
 
 /* Hold the runtime's thread-list lock (HEAD_LOCK) while iterating
    PyInterpreterState_ThreadHead()/PyThreadState_Next(): thread states can be
@@ -121,6 +137,13 @@ int calx_any_thread_call(PyInterpreterState *interp, int (*fn)(void *), void *ar
    freed).  Returns 1 if the bit was clear (it looked), 0 if still set, -1
    if not probed (gone, or an older Python).  Callable without the GIL. */
 int calx_probe_holder(PyInterpreterState *interp, const PyThreadState *holder);
+
+/* 3.13+: probe the calling thread's own state ts (a signal handler of
+   it): set its "signals pending" bit, as calx_probe_holder does, and say
+   whether it was still set (1), or clear (0: it looked at its eval
+   breaker since the last probe); -1 where there is no probe (nothing
+   set).  Async-signal-safe. */
+int calx_probe_own_sigsafe(PyThreadState *ts);
 
 /* The thread (threading.get_ident()) of a thread state that another thread
    may be deleting: read through the caller's window (cal_vmread), so that

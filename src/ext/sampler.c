@@ -56,10 +56,29 @@
  *     others: in the proportion gilwatch.c watched since the previous sample
  *     (CPU used while holding the GIL is Python, without it native);
  * to the innermost line of profiled code on the thread's stack, and the
- * inclusive time to every profiled function on it.  Labelling each interval
+ * inclusive time to every profiled function on it.  Where the kernel
+ * allows, a thread other than the main one keeps only its waiting at a
+ * pass: its CPU goes to its own ticks (WORKER TICKS, below).  Labelling each interval
  * by the state observed at its end is an unbiased estimator of the time
  * spent in each state because the ticks are independent of the program
  * (PASTA); the per-thread totals are exact.
+ *
+ * WORKER TICKS
+ *
+ * With a GIL, passes come when the GIL changes hands, and find the other
+ * threads where they wait for it: where they let it go (a backward jump
+ * or a call, after their switch interval), which is not where their CPU
+ * went (a json.loads that never lets it go).  So threads other than the
+ * main one sample themselves on a timer of their own CPU clock
+ * (cputicks.h): a pass credits their waiting and holds their CPU
+ * (held_cpu), and the ticks take it (take_ticks), each the CPU since the
+ * one before, where it found the thread: moments drawn from the thread's
+ * CPU time alone, the same unbiased estimator as wall-clock ticks, in CPU
+ * time.  Each tick is labelled by the thread's state then: without the
+ * GIL native; holding it bytecode, unless it ran C since gilwatch's last
+ * probe (3.13+) or was collecting.  Where ticks cannot run (an older
+ * kernel, no free signal, a thread that blocks it), gilwatch's split and
+ * the passes' places stand.
  *
  * OFF-CPU SAMPLES (the free-threaded build, its GIL off)
  *
@@ -76,12 +95,9 @@
  * if it stood still, the thread was off every CPU, and its sample keeps
  * only the waiting (it was there, waiting, which wall-clock sampling
  * estimates without bias); the CPU of the interval is held (held_cpu).
- * Where the kernel allows, threads other than the main one sample
- * themselves on a timer of their own CPU clock (cputicks.h): every pass
- * holds their CPU, and the ticks take it (take_ticks), each the CPU since
- * the one before, where it found the thread: moments drawn from the
- * thread's CPU time alone, the same unbiased estimator as wall-clock
- * ticks, in CPU time.  Elsewhere the held CPU goes to the next pass that
+ * Where the kernel allows, threads other than the main one tick (WORKER
+ * TICKS, above), and every pass holds their CPU for the ticks.  Elsewhere
+ * the held CPU goes to the next pass that
  * finds the thread on a CPU (or after HOLD_PASSES that do not); on a
  * loaded machine few do, and those mostly just after it was put back on
  * a CPU, where it had been preempted, so the bias comes back in part.
@@ -89,13 +105,18 @@
  * (credit_tail), and the final pass credits everything.  With the GIL
  * switched on at run time (an extension module that does not declare it
  * runs without it), passes hold the GIL again, everyone else waits for it
- * off a CPU, and the default build's rules apply (E.gil_free).
+ * off a CPU, and the rules of a build with a GIL and no ticks apply
+ * (E.gil_free).
  *
  * LIMITATIONS
  *   - A worker thread in native code that keeps the GIL (sorted() of a big
  *     list in a worker) counts as Python before 3.13 (gilwatch's probe
  *     needs a per-thread eval breaker) and on 3.14t with its GIL off; the
  *     main thread's delay test does tell that case apart.
+ *   - A worker's CPU is a sample of its ticks: one per interval of its
+ *     CPU (10 ms by default, at the kernel's tick, 4 ms here), so a line's
+ *     share of a short-lived worker is as noisy as that few samples make
+ *     it (30 ticks: +-16% on a line with a third of the time).
  *   - In threads other than the main one, a line that blocks right after
  *     busy code inherits the CPU used since the previous sample (one
  *     interval on average), and the line after the block its waiting after
@@ -107,10 +128,10 @@
  *     ticks and is followed by C work is not seen as one.
  *   - Native calls shorter than the service threshold (SERVICE_NS) in the
  *     main thread count as Python: they are interpreter overhead in practice.
- *   - A thread found outside Python (a C thread between its calls into it)
- *     has the Python it ran since its previous sample credited to where a
- *     sample last found it in Python: right for a thread calling the same
- *     callback, a guess for one calling several.
+ *   - Without ticks, a thread found outside Python (a C thread between its
+ *     calls into it) has the Python it ran since its previous sample
+ *     credited to where a sample last found it in Python: right for a
+ *     thread calling the same callback, a guess for one calling several.
  */
 #include "sampler.h" /* Python.h first: it defines _GNU_SOURCE */
 
@@ -946,40 +967,92 @@ static void credit_tail(calx_thread *th)
 
 static calx_cputick tick_buf; /* engine lock; one pass at a time */
 
+/* Do threads other than the main one tick in this pass (cputicks.h)?
+   Everywhere the kernel allows, but on the free-threaded build with its
+   GIL switched on at run time. */
+static int ticks_now(void) { return E.ticks_on && (E.gil_free || !calx_nogil_build()); }
+
+/* Where a thread whose ticks are taken is (with a GIL, its ticks' frames
+   are read against its live stack): its thread state in the
+   interpreter's list, alive outside Python (no thread state: a C thread
+   between its calls into Python), or gone. */
+enum tick_frames { TICKS_LISTED, TICKS_FRAMELESS, TICKS_GONE };
+
+/* Whether th's thread state is in the interpreter's list, still its own
+   (calx_threads_lock held; a freed state's memory may be another's). */
+static int listed(const calx_thread *th)
+{
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(E.interp); t;
+         t = PyThreadState_Next(t))
+        if (t == th->ts)
+            return (unsigned long)t->thread_id == th->ident;
+    return 0;
+}
+
 /* Free-threaded build: credit the CPU a ticking thread held to where its
    ticks found it (cputicks.h).  A tick at CPU clock c takes the CPU from
    what was last credited up to c (no further than the pass read: the
    rest waits for the next tick); a tick whose frames do not check is
    dropped, its CPU going to the next.  All of the ticks' CPU was read by
    passes (credit), so the totals stay exact. */
-static void take_ticks(calx_thread *th)
+static void take_ticks(calx_thread *th, enum tick_frames where)
 {
     calx_cputick *k = &tick_buf;
     while (calx_cputicks_take(th->tick_slot, k)) {
         th->ticks_taken++;
-        if (!E.gil_free)
-            continue; /* the GIL came on: passes credit CPU again */
+        if (!ticks_now())
+            continue; /* the GIL came on (3.14t): passes credit CPU again */
         int64_t upto = k->cpu_ns < th->last_cpu ? k->cpu_ns : th->last_cpu;
         int64_t cpu = th->held_cpu - (th->last_cpu - upto);
         if (cpu <= 0)
             continue;
-        int n = calx_frames_check(k->f, k->n, known_code, E.frames);
-        if (n < 0) {
-            E.torn++;
-            continue;
+        pass_entry at = {.ti = (size_t)(th - E.threads)};
+        int n = 0, rc = 0, located = 0;
+        if (E.gil_free) {
+            n = calx_frames_check(k->f, k->n, known_code, E.frames);
+            if (n < 0) {
+                E.torn++;
+                continue;
+            }
+        } else if (where == TICKS_LISTED && k->peek.n > 0 &&
+                   calx_peek_on_stack((PyThreadState *)th->ts, &k->peek)) {
+            /* With a GIL: the frames it peeked at, read against its live
+               stack (for the frames out from the peek's), as the main
+               thread's peek at a tick is. */
+            rc = attribute((PyThreadState *)th->ts, th->stat, &k->peek, &at);
+            n = !at.frameless;
+            located = 1;
+        } else {
+            /* It has left them since (a C thread between its calls into
+               Python, a function that returned): the peek alone, if its
+               codes are known and it saw the whole stack (else the tick
+               is dropped, not credited to a stack cut short); none: it
+               was outside Python. */
+            n = k->peek.n < CALX_PEEK_FRAMES
+                    ? calx_peek_frames_known(&k->peek, known_code, E.frames,
+                                             CALX_FRAMES_MAX)
+                    : 0;
+            rc = n == 0 && k->peek.n > 0;
         }
+        if (rc != 0)
+            continue; /* (a code not learnt yet: its CPU goes to the next) */
         int64_t sys = th->held_sys < cpu ? th->held_sys : cpu;
         th->held_cpu -= cpu;
         th->held_sys -= sys;
         if (calx_session_paused())
             continue;
-        pass_entry at = {.ti = (size_t)(th - E.threads)};
-        if (locate(th->stat, n, &at) != 0) {
+        if (!located && locate(th->stat, n, &at) != 0) {
             E.dropped++;
             continue;
         }
+        /* Holding the GIL (attached) is bytecode, unless it ran C since
+           gilwatch's last probe (3.13+) or collected garbage (C, as
+           gilwatch counts it); without it, native code. */
+        int in_c =
+            k->in_c == 1 || (k->gc && !E.gil_free) ||
+            (k->in_c == 0 && calx_gilwatch_stuck_after(th->clock, k->cpu_ns) == 1);
         double share = n == 0 || k->attached == 0 ? 1.0
-                       : k->attached == 1         ? 0.0
+                       : k->attached == 1         ? (in_c ? 1.0 : 0.0)
                                                   : th->native_share;
         th->native_share = share;
         cal_times t = {0};
@@ -1008,9 +1081,8 @@ static void take_ticks(calx_thread *th)
     }
 }
 
-/* Free-threaded build, its GIL off: does the thread tick (its CPU held
-   for its ticks)? */
-static int ticking(const calx_thread *th) { return E.gil_free && th->tick_slot >= 0; }
+/* Does the thread tick (its CPU held for its ticks)? */
+static int ticking(const calx_thread *th) { return ticks_now() && th->tick_slot >= 0; }
 
 /* Free-threaded build: did the thread stay off every CPU while the pass
    read it?  `cpu` is its CPU clock read before (OFF-CPU SAMPLES).  Never
@@ -1036,7 +1108,7 @@ static size_t sample_stateless(size_t n, enum pass_kind kind)
             continue;
         cal_thread_times times;
         if (cal_clock_thread_times_sigsafe(th->clock, &times) != 0) {
-            take_ticks(th);
+            take_ticks(th, TICKS_GONE);
             credit_tail(th);
             flush_unplaced(th);
             continue;
@@ -1420,6 +1492,15 @@ static void sample_pass(enum pass_kind kind, int main_native, const main_cut *cu
     int64_t wall = cal_clock_now_ns();
     size_t n = 0;
     int learnt = 0;
+    if (E.ticks_on && calx_cputicks_taken_over()) {
+        /* The program put a handler of its own on the ticks' signal: our
+           timers go (their CPU held so far goes to the next samples), and
+           threads are armed again, on another free signal. */
+        for (size_t i = 0; i < E.nthreads; i++) {
+            calx_cputicks_disarm(E.threads[i].tick_slot);
+            E.threads[i].tick_slot = -1;
+        }
+    }
 again:
     n = 0;
     E.pass_nfuncs = 0;
@@ -1452,8 +1533,8 @@ again:
             E.threads_changed = 1;
             calx_cputicks_retarget(th->tick_slot, ts);
         }
-        if (E.gil_free && E.ticks_on && !is_main && th->tick_slot < 0 &&
-            !th->tickless && kind != PASS_FINAL) {
+        if (ticks_now() && !is_main && th->tick_slot < 0 && !th->tickless &&
+            kind != PASS_FINAL) {
             th->tick_slot =
                 calx_cputicks_arm(ts, cal_clock_thread_tid(th->clock), th->clock);
             th->tickless = th->tick_slot < 0; /* (all slots taken: not asked again) */
@@ -1565,15 +1646,23 @@ again:
            drawn at a random time, so it does not count as one. */
         credit(pe, until, th->native_share, kind != PASS_FINAL);
     }
-    for (size_t i = 0; i < E.nthreads; i++)
-        if (E.threads[i].seen)
-            take_ticks(&E.threads[i]);
+    /* (With a GIL, threads' states stay listed while their ticks are read
+       against them.) */
+    int lock = !E.gil_free && ticks_now();
+    if (lock)
+        calx_threads_lock();
+    for (size_t i = 0; i < E.nthreads; i++) {
+        calx_thread *th = &E.threads[i];
+        if (th->seen && th->tick_slot >= 0)
+            take_ticks(th, !lock || listed(th) ? TICKS_LISTED : TICKS_FRAMELESS);
+    }
+    if (lock)
+        calx_threads_unlock();
     if (kind == PASS_FINAL)
         for (size_t i = 0; i < E.nthreads; i++) {
-            /* CPU still held (free-threaded build): a thread this pass
-               could not sample (a torn walk), or its CPU since its last
-               tick */
-            if (calx_nogil_build())
+            /* CPU still held: a thread this pass could not sample (a torn
+               walk, 3.14t), or its CPU since its last tick */
+            if (calx_nogil_build() || E.ticks_on)
                 credit_tail(&E.threads[i]);
             flush_unplaced(&E.threads[i]);
             calx_cputicks_disarm(E.threads[i].tick_slot);
@@ -2227,8 +2316,7 @@ static int engine_start(int forked_child)
     E.pid = getpid();
     E.dropped = 0;
     E.torn = 0;
-    E.ticks_on =
-        calx_nogil_build() && calx_cputicks_start(E.interval_ns, E.interp) == 0;
+    E.ticks_on = calx_cputicks_start(E.interval_ns, E.interp) == 0;
     clockid_t sched;
     if (pthread_getcpuclockid(pthread_self(), &sched) != 0) {
         PyErr_SetString(PyExc_OSError, "calipers: no per-thread CPU clock");
