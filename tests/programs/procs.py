@@ -46,7 +46,9 @@ def main():
     elif mode == "process":
         import multiprocessing as mp
 
-        p = mp.get_context(arg).Process(target=work, args=(3_000_000,))
+        # 0.3-0.6 s of the child's CPU: at work(3_000_000) the run took some
+        # 20 samples, and once in CI 9, which the profile notes as rough.
+        p = mp.get_context(arg).Process(target=work, args=(9_000_000,))
         p.start()
         p.join()
         print("exitcode", p.exitcode)
