@@ -989,8 +989,8 @@ static int listed(const calx_thread *th)
     return 0;
 }
 
-/* Free-threaded build: credit the CPU a ticking thread held to where its
-   ticks found it (cputicks.h).  A tick at CPU clock c takes the CPU from
+/* Credit the CPU a ticking thread held to where its ticks found it
+   (cputicks.h; WORKER TICKS above).  A tick at CPU clock c takes the CPU from
    what was last credited up to c (no further than the pass read: the
    rest waits for the next tick); a tick whose frames do not check is
    dropped, its CPU going to the next.  All of the ticks' CPU was read by
