@@ -295,6 +295,11 @@ typedef struct main_cut {
     int64_t delay;   /* its run-queue delay with its clocks (DELAY_UNREAD) */
 } main_cut;
 
+typedef struct listed_state {
+    const PyThreadState *ts;
+    unsigned long ident;
+} listed_state;
+
 typedef struct engine {
     /* Protected by the GIL; on the free-threaded build by the engine lock
        (nogil.h), which every pass holds. */
@@ -314,12 +319,14 @@ typedef struct engine {
     PyObject *awaiting;   /* awaiting(ident) -> coroutine chains, or NULL */
     awaiting_stash loops[MAX_LOOPS];
     size_t nloops;
-    int in_pass;  /* a pass is running (it may call Python) */
-    int gil_free; /* the current pass: the free-threaded build, its GIL off
-                     (an import can switch it on: calx_gil_enabled) */
+    int in_pass;          /* a pass is running (it may call Python) */
+    int gil_free;         /* the current pass: the free-threaded build, its GIL off
+                             (an import can switch it on: calx_gil_enabled) */
+    listed_state *listed; /* the thread states, for take_ticks (list_states) */
+    size_t nlisted, listed_cap;
     int64_t dropped;
     int64_t torn; /* free-threaded: samples whose stack changed under the read */
-    int ticks_on; /* free-threaded: threads other than the main one tick */
+    int ticks_on; /* threads other than the main one tick (cputicks.h) */
 
     /* Set at start, read-only afterwards. */
     PyInterpreterState *interp;
@@ -972,21 +979,36 @@ static calx_cputick tick_buf; /* engine lock; one pass at a time */
    GIL switched on at run time. */
 static int ticks_now(void) { return E.ticks_on && (E.gil_free || !calx_nogil_build()); }
 
-/* Where a thread whose ticks are taken is (with a GIL, its ticks' frames
-   are read against its live stack): its thread state in the
-   interpreter's list, alive outside Python (no thread state: a C thread
-   between its calls into Python), or gone. */
-enum tick_frames { TICKS_LISTED, TICKS_FRAMELESS, TICKS_GONE };
-
-/* Whether th's thread state is in the interpreter's list, still its own
+/* The interpreter's thread states with their thread ids, sorted by
+   address: what listed() looks up, read once per pass
    (calx_threads_lock held; a freed state's memory may be another's). */
+static int by_state(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const listed_state *)a)->ts;
+    uintptr_t y = (uintptr_t)((const listed_state *)b)->ts;
+    return (x > y) - (x < y);
+}
+
+static void list_states(void)
+{
+    E.nlisted = 0;
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(E.interp); t;
+         t = PyThreadState_Next(t)) {
+        if (grow_one((void **)&E.listed, &E.listed_cap, E.nlisted, sizeof(*E.listed)) !=
+            0)
+            break; /* (one left out: its ticks are read from their peeks alone) */
+        E.listed[E.nlisted++] = (listed_state){t, (unsigned long)t->thread_id};
+    }
+    qsort(E.listed, E.nlisted, sizeof(*E.listed), by_state);
+}
+
+/* Whether th's thread state is in the interpreter's list, still its own,
+   as list_states() read it. */
 static int listed(const calx_thread *th)
 {
-    for (PyThreadState *t = PyInterpreterState_ThreadHead(E.interp); t;
-         t = PyThreadState_Next(t))
-        if (t == th->ts)
-            return (unsigned long)t->thread_id == th->ident;
-    return 0;
+    listed_state key = {th->ts, 0};
+    const listed_state *s = bsearch(&key, E.listed, E.nlisted, sizeof(key), by_state);
+    return s && s->ident == th->ident;
 }
 
 /* Credit the CPU a ticking thread held to where its ticks found it
@@ -994,8 +1016,11 @@ static int listed(const calx_thread *th)
    what was last credited up to c (no further than the pass read: the
    rest waits for the next tick); a tick whose frames do not check is
    dropped, its CPU going to the next.  All of the ticks' CPU was read by
-   passes (credit), so the totals stay exact. */
-static void take_ticks(calx_thread *th, enum tick_frames where)
+   passes (credit), so the totals stay exact.  on_list: th's thread state
+   is listed() (with a GIL, the ticks' frames are then read against its
+   live stack); else th is outside Python or gone, and the ticks are read
+   from their peeks alone. */
+static void take_ticks(calx_thread *th, int on_list)
 {
     calx_cputick *k = &tick_buf;
     while (calx_cputicks_take(th->tick_slot, k)) {
@@ -1014,7 +1039,7 @@ static void take_ticks(calx_thread *th, enum tick_frames where)
                 E.torn++;
                 continue;
             }
-        } else if (where == TICKS_LISTED && k->peek.n > 0 &&
+        } else if (on_list && k->peek.n > 0 &&
                    calx_peek_on_stack((PyThreadState *)th->ts, &k->peek)) {
             /* With a GIL: the frames it peeked at, read against its live
                stack (for the frames out from the peek's), as the main
@@ -1108,7 +1133,7 @@ static size_t sample_stateless(size_t n, enum pass_kind kind)
             continue;
         cal_thread_times times;
         if (cal_clock_thread_times_sigsafe(th->clock, &times) != 0) {
-            take_ticks(th, TICKS_GONE);
+            take_ticks(th, 0);
             credit_tail(th);
             flush_unplaced(th);
             continue;
@@ -1649,12 +1674,14 @@ again:
     /* (With a GIL, threads' states stay listed while their ticks are read
        against them.) */
     int lock = !E.gil_free && ticks_now();
-    if (lock)
+    if (lock) {
         calx_threads_lock();
+        list_states();
+    }
     for (size_t i = 0; i < E.nthreads; i++) {
         calx_thread *th = &E.threads[i];
         if (th->seen && th->tick_slot >= 0)
-            take_ticks(th, !lock || listed(th) ? TICKS_LISTED : TICKS_FRAMELESS);
+            take_ticks(th, !lock || listed(th));
     }
     if (lock)
         calx_threads_unlock();
