@@ -182,15 +182,15 @@ static inline uint64_t mix(uintptr_t p)
    pymalloc pool).  A tracked block makes its granule's other blocks take
    the locked lookup when freed, a share of frees of about the granule over
    the sampling interval (0.1% at 256 KiB).  The address bits above the
-   filter's 64 MiB span are folded in by xor, which keeps each line's
-   counters together, so that blocks 64 MiB apart do not share counters. */
+   filter's 64 MiB span (up to bit 43) are folded in by xor, which keeps
+   each line's counters together, so that blocks 64 MiB apart do not share
+   counters. */
 #define GRANULE_SHIFT 8
 
 static inline _Atomic uint8_t *filter_of(uintptr_t key)
 {
     uint64_t g = (uint64_t)key >> GRANULE_SHIFT;
-    return &TT.filter[(g ^ (g >> FILTER_BITS) ^ (g >> 2 * FILTER_BITS)) &
-                      ((1u << FILTER_BITS) - 1)];
+    return &TT.filter[(g ^ (g >> FILTER_BITS)) & ((1u << FILTER_BITS) - 1)];
 }
 
 static void tt_lock(void)
