@@ -1854,6 +1854,16 @@ static int looked_not_answering(int probe)
     return probe == 1 && !atomic_load(&E.answering);
 }
 
+/* The main thread's CPU time since the tick that asked, in ns (INT64_MAX
+   when unknown). */
+static int64_t main_ran_since_tick(void)
+{
+    cal_thread_times now;
+    if (E.tick_main_cpu < 0 || cal_clock_thread_times_sigsafe(E.main_clock, &now) != 0)
+        return INT64_MAX;
+    return now.cpu_ns - E.tick_main_cpu;
+}
+
 /* The main thread's run-queue delay with its clocks at a tick (E.mu
    held): read again if, since a tick last read it, it both ran and waited
    RUN_DELAY_MIN_NS (as run_delay_delta); else as read then (a busy or a
@@ -2062,11 +2072,18 @@ static void *sampler_main(void *arg)
         }
         if (probe_at && now >= probe_at) {
             /* Not answered yet: if it looked at its eval breaker since the
-               tick, it is running bytecode and its answer was held up. */
+               tick, it is running bytecode and its answer was held up.  A
+               bit still set says so only if it ran meanwhile: else (off
+               a CPU since the tick, as when this thread's own wake-up took
+               its CPU) it looks again a probe later. */
             probe_at = 0;
-            if (atomic_load(&E.call_queued) &&
-                looked_not_answering(calx_main_probe_sigsafe()))
-                E.main_looked = 1;
+            if (atomic_load(&E.call_queued)) {
+                int probe = calx_main_probe_sigsafe();
+                if (looked_not_answering(probe))
+                    E.main_looked = 1;
+                else if (probe == 0 && main_ran_since_tick() < PROBE_NS / 3)
+                    probe_at = now + PROBE_NS;
+            }
             continue;
         }
         if (!takeover_at || now < takeover_at)
