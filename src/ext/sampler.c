@@ -162,6 +162,7 @@
 #define SERVICE_NS 50000       /* a service needing more main-thread CPU is "delayed" */
 #define TAKEOVER_NS 1000000    /* how long to wait for the main thread */
 #define PROBE_NS 30000         /* 3.14t: when to see if it looked meanwhile */
+#define PROBES_AGAIN 3         /* 3.14t: looks again while it has not run */
 #define MIN_WATCHED_NS 2000000 /* CPU watched before a thread's split is updated */
 #define GPU_PERIOD_NS 50000000 /* at most one NVML reading per 50 ms */
 #define HOLD_PASSES 8          /* off-CPU samples in a row that may hold CPU */
@@ -2026,6 +2027,7 @@ static void *sampler_main(void *arg)
     int64_t next_tick = cal_clock_now_ns() + tick_gap(&rng);
     int64_t takeover_at = 0; /* waiting for the main thread until then; 0: not */
     int64_t probe_at = 0;    /* 3.14t: a look at the probe is due then; 0: not */
+    int probes_again = 0;    /* looks again since the tick (PROBES_AGAIN) */
     int probing = calx_main_probe_sigsafe() >= 0;
     unsigned long long served = 0;
     while (!atomic_load(&E.stopping) && atomic_load(&E.generation) == mine) {
@@ -2068,6 +2070,7 @@ static void *sampler_main(void *arg)
                every tick that came within TAKEOVER_NS of the one before). */
             takeover_at = E.cut.blocked ? now : now + TAKEOVER_NS;
             probe_at = probing ? now + PROBE_NS : 0;
+            probes_again = 0;
             continue;
         }
         if (probe_at && now >= probe_at) {
@@ -2075,14 +2078,18 @@ static void *sampler_main(void *arg)
                tick, it is running bytecode and its answer was held up.  A
                bit still set says so only if it ran meanwhile: else (off
                a CPU since the tick, as when this thread's own wake-up took
-               its CPU) it looks again a probe later. */
+               its CPU) it looks again a probe later, a few times only: a
+               blocked main thread would have it wake every PROBE_NS. */
             probe_at = 0;
             if (atomic_load(&E.call_queued)) {
                 int probe = calx_main_probe_sigsafe();
                 if (looked_not_answering(probe))
                     E.main_looked = 1;
-                else if (probe == 0 && main_ran_since_tick() < PROBE_NS / 3)
+                else if (probe == 0 && probes_again < PROBES_AGAIN &&
+                         main_ran_since_tick() < PROBE_NS / 3) {
+                    probes_again++;
                     probe_at = now + PROBE_NS;
+                }
             }
             continue;
         }
