@@ -186,3 +186,22 @@ def test_main_thread_sampled_while_others_run_pending_calls(run_calipers):
     assert burn >= 0.8 * cpu(main), (burn, main)
     quiet = main["preempted_s"] <= 0.05 * cpu(main)
     assert main["native_s"] <= (0.08 if quiet else 0.20) * cpu(main), main
+
+
+def test_sampler_stays_idle_while_the_main_thread_sleeps(run_calipers, tmp_path):
+    """A main thread blocked for 1.5 s costs the profiler little CPU: a
+    tick's call waits, and nothing polls for it meanwhile.  On 3.14t the
+    probe that looks again while the main thread has not run (at most
+    PROBES_AGAIN times a tick) once looked every 30 us until the next
+    tick: `time.sleep(2)` used 0.48 s of CPU under calipers (0.05 s with
+    the bound).  Any build: the whole run, start-up and profile written,
+    under 0.25 s of CPU."""
+    import resource
+    prog = tmp_path / "sleeper.py"
+    prog.write_text("import time\ntime.sleep(1.5)\n")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = run_calipers(prog, options=["--no-report"])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert run.returncode == 0, run.stderr
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert used < 0.25, used
