@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 
 import pytest
 
@@ -254,3 +255,52 @@ def test_dlopen_by_bare_name_keeps_the_callers_runpath(tmp_path):
     rec = lines[line_of(prog, "inner-line")]
     # 64 KiB: 100 MiB is ~1600 points, 2.5% (15% is 6 of those).
     assert mem(rec)["alloc_native_bytes"] == pytest.approx(100 * MiB, rel=0.15), mem(rec)
+
+
+ALLOCATORS = r"""
+import ctypes, json, sys
+import calipers
+
+class Allocator(ctypes.Structure):  # PyMemAllocatorEx
+    _fields_ = [("ctx", ctypes.c_void_p), ("malloc", ctypes.c_void_p),
+                ("calloc", ctypes.c_void_p), ("realloc", ctypes.c_void_p),
+                ("free", ctypes.c_void_p)]
+
+get = ctypes.pythonapi.PyMem_GetAllocator
+get.argtypes = [ctypes.c_int, ctypes.POINTER(Allocator)]
+get.restype = None
+
+def allocators():
+    out = []
+    for domain in (0, 1, 2):  # PYMEM_DOMAIN_RAW, _MEM, _OBJ
+        a = Allocator()
+        get(domain, ctypes.byref(a))
+        out.append((a.ctx, a.malloc, a.calloc, a.realloc, a.free))
+    return out
+
+before = allocators()
+with calipers.profile(sys.argv[1], memory_interval=64 << 10):
+    during = allocators()
+    blocks = [bytes(100_000) for _ in range(50)]  # through the raw domain
+after = allocators()
+del blocks  # freed after stop(), through the originals
+print(json.dumps({"hooked": [d != b for d, b in zip(during, before)],
+                  "restored": after == before}))
+"""
+
+
+def test_stop_puts_pythons_allocators_back(tmp_path):
+    """stop() puts back every domain of Python's allocator it hooked, the
+    raw one too (hooked where pymalloc serves the other two), and blocks
+    made while profiled are freed by the originals after it."""
+    prog = tmp_path / "allocators.py"
+    prog.write_text(ALLOCATORS)
+    proc = subprocess.run([sys.executable, str(prog), str(tmp_path / "p.json")],
+                          capture_output=True, text=True, env=plain_env(), cwd=tmp_path,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    # The raw domain only where pymalloc serves PyMem and PyObject.
+    assert got["hooked"] == [not free_threaded, True, True], got
+    assert got["restored"] is True, got

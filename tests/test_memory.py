@@ -99,6 +99,20 @@ def test_volumes_under_other_python_allocators(run_calipers, allocator):
         assert mem(rec)["alloc_python_bytes"] >= 0.90 * alloc(rec), (allocator, marker, mem(rec))
 
 
+def test_python_blocks_freed_through_malloc_stay_python(run_calipers):
+    """pymalloc hands a block over 512 bytes to malloc() and frees it there
+    too: 800 MB of them made and freed is Python's both ways, so the 256
+    MiB native code holds to the end is the footprint's native part, not
+    the 800 MB freed as native (the Python part would then be all of it)."""
+    run = run_calipers(PROGRAMS / "large_python_frees.py")
+    assert run.returncode == 0, run.stderr
+    summary = run.profile["summary"]["memory"]
+    assert summary["allocated_python_bytes"] >= 800 * 10**6, summary
+    assert 256 * MiB <= summary["end_bytes"] <= 256 * MiB + 64 * MiB, summary
+    # Python's part: the interpreter's own few MB, not 256 MiB or more.
+    assert summary["end_python_fraction"] * summary["end_bytes"] < 32 * MiB, summary
+
+
 def test_leak_reported_churn_not(run_calipers):
     prog = PROGRAMS / "leaks.py"
     # 64 KiB: the leak's 122 MB is ~1860 points, 2.3% (15% is 6.5 of those)

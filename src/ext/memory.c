@@ -140,6 +140,9 @@ static struct {
 /* The originals, which the hooks call through (their ctx); static because
    a hook someone else installed on top of ours may outlive the profile. */
 static cal_shim_pymem orig_mem, orig_obj;
+/* PYMEM_DOMAIN_RAW, its free hooked where pymalloc serves the other two
+   (cal_shim_api.raw_hooks): its original, and the allocator put in. */
+static cal_shim_pymem orig_raw, raw_hook;
 static cal_shim_arena orig_arena;
 
 /* Without preload: what the shim's GOT redirection did at the last start
@@ -740,7 +743,8 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
        them are left for the debug hooks' header (PYTHONMALLOC=pymalloc_debug,
        -X dev), which ask pymalloc for that much more. */
     int64_t arenas = calx_pymalloc_arena_bytes();
-    api->set_small_direct(!usable && arenas > 0 ? 512 - 32 : 0);
+    int direct = !usable && arenas > 0;
+    api->set_small_direct(direct ? 512 - 32 : 0);
     if (attach(api, config, profile, arenas) != 0) {
         api->set_py_usable(NULL);
         calx_start_world(interp);
@@ -755,8 +759,18 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
     arena.free = api->arena_free;
     PyObject_SetArenaAllocator(&arena);
 
+    /* Where pymalloc serves PyMem and PyObject, the raw domain's free
+       hook goes in first: it marks what pymalloc frees through it as
+       Python's, so the other two free with nothing set around the call. */
+    void (*free_hook)(void *, void *) = api->py_free;
+    if (direct) {
+        PyMem_GetAllocator(PYMEM_DOMAIN_RAW, (PyMemAllocatorEx *)&orig_raw);
+        api->raw_hooks(&orig_raw, &raw_hook);
+        PyMem_SetAllocator(PYMEM_DOMAIN_RAW, (PyMemAllocatorEx *)&raw_hook);
+        free_hook = api->py_free_direct;
+    }
     PyMemAllocatorEx hook = {NULL, api->py_malloc, api->py_calloc, api->py_realloc,
-                             api->py_free};
+                             free_hook};
     if (usable)
         hook = (PyMemAllocatorEx){NULL, api->py_malloc_sized, api->py_calloc_sized,
                                   api->py_realloc_sized, api->py_free_sized};
@@ -765,7 +779,7 @@ int calx_memory_start(const calx_memory_config *config, cal_profile *profile)
     PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &hook);
     /* The object domain's own entry points: its samples say so. */
     PyMemAllocatorEx obj_hook = {&orig_obj, api->py_obj_malloc, api->py_obj_calloc,
-                                 api->py_obj_realloc, api->py_free};
+                                 api->py_obj_realloc, free_hook};
     if (usable)
         obj_hook = (PyMemAllocatorEx){&orig_obj, api->py_obj_malloc_sized,
                                       api->py_obj_calloc_sized,
@@ -884,6 +898,12 @@ void calx_memory_stop(void)
     if (hooks_are_ours()) {
         PyMem_SetAllocator(PYMEM_DOMAIN_MEM, (PyMemAllocatorEx *)&orig_mem);
         PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, (PyMemAllocatorEx *)&orig_obj);
+        /* The raw domain after them (their frees count on its hook), if
+           nobody hooked it over ours meanwhile. */
+        PyMemAllocatorEx raw;
+        PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &raw);
+        if (raw_hook.free && (void *)raw.free == (void *)raw_hook.free)
+            PyMem_SetAllocator(PYMEM_DOMAIN_RAW, (PyMemAllocatorEx *)&orig_raw);
     }
     M.hooked = 0;
     PyObjectArenaAllocator cur;

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #define CAL_SHIM_SYMBOL "calipers_shim_api"
-#define CAL_SHIM_ABI 6
+#define CAL_SHIM_ABI 7
 
 #define CAL_SHIM_RISING 1
 #define CAL_SHIM_NEW_PEAK 2
@@ -189,6 +189,16 @@ typedef struct cal_shim_api {
        fuzzer (tests/test_sampler_fuzz.py), which predicts from it which
        allocation is sampled; reads thread-local state only. */
     void (*sampler_state)(int stream, int64_t out[3]);
+    /* Where pymalloc serves PyMem and PyObject (set_small_direct): the
+       allocator to install for PYMEM_DOMAIN_RAW over its original `orig`
+       (the original's but for its free; the shim keeps a copy of orig),
+       before the other two; then the other two can free with
+       py_free_direct, which sets nothing around pymalloc's free (a block
+       pymalloc did not make goes on to the raw domain's free, which
+       counts it as Python's).  Put the other two back first, then the raw
+       domain. */
+    void (*raw_hooks)(const cal_shim_pymem *orig, cal_shim_pymem *hooks);
+    void (*py_free_direct)(void *ctx, void *ptr);
 } cal_shim_api;
 
 #endif

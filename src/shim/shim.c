@@ -21,7 +21,10 @@
  * the end of this file, which the extension installs with ctx pointing at
  * the original allocator.  They mark the thread "inside Python's allocator"
  * so the malloc calls pymalloc makes underneath are counted as Python bytes
- * and never sampled twice; no block gets a header.
+ * and never sampled twice; no block gets a header.  Where pymalloc serves
+ * PyMem and PyObject, the raw domain's free is hooked too, and it is what
+ * marks the free() under a pymalloc free as Python's: the hook on the
+ * other two frees is then a tail call with nothing set around it.
  *
  * THE HOT ZONE (every function here)
  *   - never allocates through the hooked functions, never takes the GIL,
@@ -109,6 +112,8 @@ typedef struct thread_state {
     uint8_t unsampled; /* counted, never sampled (api_set_unsampled): its
                           allocations and copies */
     unsigned gen;      /* attach generation the samplers were set up for */
+    /* The block py_free_direct last handed to pymalloc (raw_free). */
+    const void *freeing;
     /* Sample points on the bytes allocated by native code, by Python's
        allocator, and copied: three streams, each sampled on its own.  Each
        sampler counts the bytes it was given, exactly: those are the
@@ -932,6 +937,61 @@ PY_HOOKS(_obj_sized, 1, CAL_SHIM_PYOBJ)
 static void py_free(void *ctx, void *p) { py_free_as(0, ctx, p); }
 static void py_free_sized(void *ctx, void *p) { py_free_as(1, ctx, p); }
 
+/* The free hook of the domains pymalloc serves (api_raw_hooks): a block
+   pymalloc did not make from its pools it hands on to PyMem_RawFree,
+   whose hook (raw_free) sees the block named here and sets in_py around
+   the free() under it.  So nothing need be set around this call and
+   cleared after: one store, a test of the thread's flags and one load of
+   the filter, then a tail call. */
+static COLD void free_maybe_tracked(cal_shim_pymem *o, void *p)
+{
+    untrack_slow(p);
+    o->free(o->ctx, p);
+}
+
+static void py_free_direct(void *ctx, void *p)
+{
+    cal_shim_pymem *o = ctx;
+    T.freeing = p;
+    if (p && LIKELY(!T.in_py) && LIKELY(!T.guard) && UNLIKELY(tt_maybe((uintptr_t)p)))
+        free_maybe_tracked(o, p); /* both calls tail calls: no frame */
+    else
+        o->free(o->ctx, p);
+}
+
+/* PYMEM_DOMAIN_RAW's free, where the other two free with py_free_direct:
+   the block it was just handed is pymalloc's, and the free() under this
+   is Python's; any other is the raw domain's own (NumPy's arrays, the
+   interpreter's thread states), native as it would be unhooked.  (A stale
+   `freeing` names a block of pymalloc's pools, which never reaches here.)
+   The raw domain's malloc, calloc and realloc stay the original's.  The
+   original is kept here, not in the context: PyMem_SetAllocator is not
+   atomic, and a thread without the GIL freeing while the hook goes in or
+   out may read it with the original's context (which is the installed
+   context too, so that the original's functions read with ours are
+   right as well). */
+static cal_shim_pymem raw_orig;
+
+static void raw_free(void *ctx, void *p)
+{
+    (void)ctx;
+    if (p && T.freeing == p && !T.in_py) {
+        T.freeing = NULL;
+        T.in_py = 1;
+        raw_orig.free(raw_orig.ctx, p);
+        T.in_py = 0;
+        return;
+    }
+    raw_orig.free(raw_orig.ctx, p);
+}
+
+static void api_raw_hooks(const cal_shim_pymem *orig, cal_shim_pymem *hooks)
+{
+    raw_orig = *orig;
+    *hooks = *orig;
+    hooks->free = raw_free;
+}
+
 /* pymalloc's arenas (mmap'ed, so invisible to malloc): Python footprint. */
 static void *arena_alloc(void *ctx, size_t n)
 {
@@ -1176,6 +1236,8 @@ EXPORT const cal_shim_api calipers_shim_api = {
     .py_obj_realloc_sized = py_realloc_obj_sized,
     .redirect = api_redirect,
     .sampler_state = api_sampler_state,
+    .raw_hooks = api_raw_hooks,
+    .py_free_direct = py_free_direct,
 };
 
 /* ---- process events ------------------------------------------------------------- */
