@@ -862,7 +862,9 @@ INLINE void *py_malloc_as(int sized, int kind, void *ctx, size_t n)
     return py_malloc_full(sized, kind, ctx, n);
 }
 
-INLINE void *py_calloc_as(int sized, int kind, void *ctx, size_t nelem, size_t elsize)
+/* The full path of the calloc hooks (the common one: py_calloc_as). */
+static __attribute__((noinline)) void *py_calloc_full(int sized, int kind, void *ctx,
+                                                      size_t nelem, size_t elsize)
 {
     cal_shim_pymem *o = ctx;
     if (UNLIKELY(T.in_py))
@@ -875,6 +877,24 @@ INLINE void *py_calloc_as(int sized, int kind, void *ctx, size_t nelem, size_t e
     if (LIKELY(p) && LIKELY(!T.guard))
         python_alloc(p, nelem * elsize, kind);
     return p;
+}
+
+/* As py_malloc_as: a small request with no sample point reached goes to
+   pymalloc in a tail call. */
+INLINE void *py_calloc_as(int sized, int kind, void *ctx, size_t nelem, size_t elsize)
+{
+    cal_shim_pymem *o = ctx;
+    size_t n;
+    if (!sized && !__builtin_mul_overflow(nelem, elsize, &n) &&
+        LIKELY(n <= atomic_load_explicit(&small_direct, memory_order_relaxed)) &&
+        LIKELY(!T.in_py) && LIKELY(!T.guard)) {
+        int64_t left = T.python.left - (int64_t)n;
+        if (LIKELY(left > 0)) {
+            T.python.left = left;
+            return o->calloc(o->ctx, nelem, elsize);
+        }
+    }
+    return py_calloc_full(sized, kind, ctx, nelem, elsize);
 }
 
 INLINE void *py_realloc_as(int sized, int kind, void *ctx, void *p, size_t n)
