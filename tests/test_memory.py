@@ -99,12 +99,19 @@ def test_volumes_under_other_python_allocators(run_calipers, allocator):
         assert mem(rec)["alloc_python_bytes"] >= 0.90 * alloc(rec), (allocator, marker, mem(rec))
 
 
-def test_python_blocks_freed_through_malloc_stay_python(run_calipers):
+@pytest.mark.parametrize("allocator", [
+    None,
+    pytest.param("pymalloc_debug", marks=pytest.mark.skipif(
+        bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+        reason="the free-threaded build has no pymalloc_debug"))])
+def test_python_blocks_freed_through_malloc_stay_python(run_calipers, allocator):
     """pymalloc hands a block over 512 bytes to malloc() and frees it there
     too: 800 MB of them made and freed is Python's both ways, so the 256
     MiB native code holds to the end is the footprint's native part, not
-    the 800 MB freed as native (the Python part would then be all of it)."""
-    run = run_calipers(PROGRAMS / "large_python_frees.py")
+    the 800 MB freed as native (the Python part would then be all of it).
+    Under the debug hooks too, which free each block from their header."""
+    run = run_calipers(PROGRAMS / "large_python_frees.py",
+                       env={"PYTHONMALLOC": allocator} if allocator else None)
     assert run.returncode == 0, run.stderr
     summary = run.profile["summary"]["memory"]
     assert summary["allocated_python_bytes"] >= 800 * 10**6, summary

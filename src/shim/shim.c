@@ -982,8 +982,12 @@ static void py_free_direct(void *ctx, void *p)
 /* PYMEM_DOMAIN_RAW's free, where the other two free with py_free_direct:
    the block it was just handed is pymalloc's, and the free() under this
    is Python's; any other is the raw domain's own (NumPy's arrays, the
-   interpreter's thread states), native as it would be unhooked.  (A stale
-   `freeing` names a block of pymalloc's pools, which never reaches here.)
+   interpreter's thread states), native as it would be unhooked.  Under
+   Python's debug hooks (PYTHONMALLOC=pymalloc_debug, -X dev) pymalloc
+   frees the block from the start of their header, DEBUG_FRONT bytes
+   before the one handed on; no other block can start there (it is the
+   block's own malloc header).  (A stale `freeing` names a block of
+   pymalloc's pools, which never reaches here.)
    The raw domain's malloc, calloc and realloc stay the original's.  The
    original is kept here, not in the context: PyMem_SetAllocator is not
    atomic, and a thread without the GIL freeing while the hook goes in or
@@ -992,10 +996,13 @@ static void py_free_direct(void *ctx, void *p)
    right as well). */
 static cal_shim_pymem raw_orig;
 
+#define DEBUG_FRONT (2 * sizeof(size_t)) /* Objects/obmalloc.c, "debug hooks" */
+
 static void raw_free(void *ctx, void *p)
 {
     (void)ctx;
-    if (p && T.freeing == p && !T.in_py) {
+    uintptr_t before = (uintptr_t)T.freeing - (uintptr_t)p;
+    if (p && (before == 0 || before == DEBUG_FRONT) && !T.in_py) {
         T.freeing = NULL;
         T.in_py = 1;
         raw_orig.free(raw_orig.ctx, p);
