@@ -238,6 +238,28 @@ def unwrap_hooks():
 _GPU_MODES = {"off": 0, "auto": 1, "on": 2}
 
 
+def _call_opcodes():
+    """The interpreter's call instructions, specialized forms included, as
+    256 flags (one per opcode): the engine counts a tick that the main
+    thread answers from inside one of them as native time.  The numbers
+    of the specialized forms are where `dis` puts them (3.13+: the opcode
+    module's map; 3.11 and 3.12: the unused numbers in order)."""
+    import opcode
+
+    names = dict(opcode.opmap)
+    specialized = getattr(opcode, "_specialized_opmap", None)
+    if specialized is not None:
+        names.update(specialized)
+    else:
+        free = [op for op, name in enumerate(opcode.opname) if name.startswith("<")]
+        names.update(zip(getattr(opcode, "_specialized_instructions", ()), free))
+    flags = bytearray(256)
+    for name, op in names.items():
+        if "CALL" in name and 0 <= op < 256:
+            flags[op] = 1
+    return bytes(flags)
+
+
 def _start_engine():
     interval = float(_state.get("interval") or 0.01)
     alloc_mean = int(_state.get("memory_interval") or 0)
@@ -260,6 +282,7 @@ def _start_engine():
         # calipers.start() without preload: load the shim and redirect the
         # libraries' allocator entries to it (`calipers run` preloads it).
         shim=_shim_path() if _state.get("api") and alloc_mean else None,
+        calls=_call_opcodes(),
     )
 
 

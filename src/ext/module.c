@@ -80,7 +80,8 @@ static char *opt_strdup(const char *s) { return s ? strdup(s) : NULL; }
 PyDoc_STRVAR(
     start_doc,
     "start(interval, profile_all, only, exclude, library, self_dir, cwd,\n"
-    "      alloc_mean=0, copy_mean=0, threshold=0, since=0, gpu=0)\n\n"
+    "      alloc_mean=0, copy_mean=0, threshold=0, since=0, gpu=0, shim=None,\n"
+    "      calls=None)\n\n"
     "Start the CPU sampler.  interval is the mean sampling interval in seconds.\n"
     "since: the profile's clock starts that many seconds ago (a program that\n"
     "the profiled main process exec'd goes on with its clock).\n"
@@ -88,7 +89,9 @@ PyDoc_STRVAR(
     "memory, if the shim is loaded (shim: its path, to load it and redirect\n"
     "the allocator entries of every loaded library to it, without preload).  gpu: 0 "
     "off, 1 if an NVIDIA driver is\n"
-    "there, 2 on (saying why not if it cannot be).  Returns whether memory\n"
+    "there, 2 on (saying why not if it cannot be).  calls: 256 bytes, one\n"
+    "per opcode, non-zero for the interpreter's call instructions (a tick\n"
+    "answered from inside one is native time).  Returns whether memory\n"
     "is profiled.");
 
 /* Why start() could not load the shim ("" if it could).  GIL. */
@@ -118,7 +121,7 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"interval",  "profile_all", "only",  "exclude",
                              "library",   "self_dir",    "cwd",   "alloc_mean",
                              "copy_mean", "threshold",   "since", "gpu",
-                             "shim",      NULL};
+                             "shim",      "calls",       NULL};
     double interval;
     int profile_all = 0;
     PyObject *only = NULL, *exclude = NULL, *library = NULL;
@@ -126,11 +129,16 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     long long alloc_mean = 0, copy_mean = 0, threshold = 0;
     double since = 0;
     int gpu = CALX_GPU_OFF;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "d|pOOOzzLLLdiz", kwlist, &interval,
+    PyObject *calls = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "d|pOOOzzLLLdizS", kwlist, &interval,
                                      &profile_all, &only, &exclude, &library, &self_dir,
                                      &cwd, &alloc_mean, &copy_mean, &threshold, &since,
-                                     &gpu, &shim))
+                                     &gpu, &shim, &calls))
         return NULL;
+    if (calls && PyBytes_GET_SIZE(calls) != 256) {
+        PyErr_SetString(PyExc_ValueError, "calls must be 256 flags, one per opcode");
+        return NULL;
+    }
     if (gpu < CALX_GPU_OFF || gpu > CALX_GPU_ON) {
         PyErr_SetString(PyExc_ValueError, "gpu must be 0 (off), 1 (auto) or 2 (on)");
         return NULL;
@@ -143,6 +151,8 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "interval must be in (0, 60] seconds");
         return NULL;
     }
+    if (calls)
+        calx_set_call_opcodes((const uint8_t *)PyBytes_AS_STRING(calls));
     calx_filter f = {0};
     f.profile_all = profile_all;
     if (str_list(only, &f.only, &f.nonly) ||

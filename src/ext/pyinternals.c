@@ -325,6 +325,39 @@ int calx_peek_on_stack(PyThreadState *ts, const calx_peek *at)
     return 0;
 }
 
+static uint8_t call_opcodes[256]; /* calx_set_call_opcodes */
+
+void calx_set_call_opcodes(const uint8_t flags[256])
+{
+    memcpy(call_opcodes, flags, sizeof call_opcodes);
+}
+
+/* The opcode of the instruction at `at` in f's bytecode; -1 if `at` is
+   not one of its instructions. */
+static int opcode_at(frame_t *f, intptr_t at)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    int offset = offset_at(f, at);
+    /* A code unit is its opcode, then its argument. */
+    return offset == NO_OFFSET ? -1 : ((const uint8_t *)bytecode_of(f))[offset];
+#else
+    int offset = code_offset(f->f_code, at);
+    return offset == NO_OFFSET ? -1
+                               : (uint8_t)PyBytes_AS_STRING(f->f_code->co_code)[offset];
+#endif
+}
+
+int calx_peek_still_in_call(const PyThreadState *ts, const calx_peek *at)
+{
+    if (layout_problem || at->n == 0)
+        return 0;
+    frame_t *f = first_frame(ts);
+    if (!f || peeked_at(f, at) != 0 || INSTR(f) != at->f[0].at || skipped(f))
+        return 0;
+    int op = opcode_at(f, at->f[0].at);
+    return op >= 0 && call_opcodes[op];
+}
+
 void calx_frames_resolve(calx_frame *frames, int n)
 {
     for (int i = 0; i < n; i++)
@@ -563,41 +596,89 @@ static int frame_running_sigsafe(cal_vmread *w, const void *f, const frame_t *fr
 #endif
 }
 
-/* The first chunk of the peeked thread's frame stack (3.11+), which is
-   never freed while the thread lives: its frames are read with plain
-   loads, in nanoseconds.  process_vm_readv takes a microsecond or more,
-   in which a short call can return and the next call start at the same
-   address: the copy read the returned frame at its `return`, or the next
-   call at its first lines (a 1.5 us function's `for` line read 8-11% of
-   its time, 3-5% read so; 3.13). */
-static uintptr_t root_lo, root_hi;
+/* Where the peek reads the main thread's frames with plain loads, in
+   nanoseconds, rather than through the window (process_vm_readv: several
+   microseconds here, in which a short call can return and the next call
+   start at the same address: the copy read the returned frame at its
+   `return`, or the next call at its first lines; a 1.5 us function's
+   `for` line read 8-11% of its time, 3-5% read so; 3.13).  Two ranges
+   that stay mapped while the thread lives: the first chunk of its frame
+   stack (3.11+), never freed, and its C stack as mapped when the profile
+   started (3.12+: each entry frame lives there, in the C frame of the
+   eval loop that runs it), which may grow but does not shrink.  The peek
+   then reads a thread's innermost frames within a microsecond of the
+   tick, which the service's test of where the thread stood needs
+   (sampler.c, still_in_call). */
+static struct {
+    uintptr_t lo, hi;
+} plain_ranges[2];
+static pid_t peek_pid; /* getpid() is a system call: once per profile */
+
+/* The mapping that holds `addr`, from /proc/self/maps; 0 if not found. */
+static int mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+    FILE *maps = fopen("/proc/self/maps", "re");
+    if (!maps)
+        return -1;
+    char line[512];
+    int found = -1;
+    while (found != 0 && fgets(line, sizeof line, maps)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx", &a, &b) == 2 && addr >= a && addr < b) {
+            *lo = a;
+            *hi = b;
+            found = 0;
+        }
+    }
+    fclose(maps);
+    return found;
+}
+
+static void set_plain_range(int i, uintptr_t lo, uintptr_t hi)
+{
+    __atomic_store_n(&plain_ranges[i].hi, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&plain_ranges[i].lo, lo, __ATOMIC_RELAXED);
+    __atomic_store_n(&plain_ranges[i].hi, hi, __ATOMIC_RELAXED);
+}
 
 void calx_peek_prepare(const PyThreadState *ts)
 {
-#if PY_VERSION_HEX >= 0x030B0000
+    __atomic_store_n(&peek_pid, getpid(), __ATOMIC_RELAXED);
     /* Only the main thread's: another thread that started the profile
        (calipers.start() in a worker) may end before it stops, and its
-       chunk goes with it; its frames are read through the window. */
-    const _PyStackChunk *c = PyThread_get_thread_ident() == _PyRuntime.main_thread
-                                 ? ts->datastack_chunk
-                                 : NULL;
+       stacks go with it; its frames are read through the window. */
+    int main = PyThread_get_thread_ident() == _PyRuntime.main_thread;
+#if PY_VERSION_HEX >= 0x030B0000
+    const _PyStackChunk *c = main ? ts->datastack_chunk : NULL;
     while (c && c->previous)
         c = c->previous;
-    __atomic_store_n(&root_hi, c ? (uintptr_t)c + c->size : 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&root_lo, c ? (uintptr_t)c : 0, __ATOMIC_RELAXED);
+    set_plain_range(0, c ? (uintptr_t)c : 0, c ? (uintptr_t)c + c->size : 0);
 #else
     (void)ts; /* frames are objects on the heap: read through the window */
 #endif
+    uintptr_t lo = 0, hi = 0;
+#if PY_VERSION_HEX >= 0x030C0000
+    volatile char here = 0;
+    if (!main || mapping_of((uintptr_t)&here, &lo, &hi) != 0)
+        lo = hi = 0;
+#else
+    (void)main, (void)mapping_of;
+#endif
+    set_plain_range(1, lo, hi);
 }
 
 /* Copy len bytes of the frame at f (untrusted): plain loads inside the
-   first chunk, else through the window. */
+   plain ranges, else through the window. */
 static int read_frame_sigsafe(cal_vmread *w, const void *f, char *raw, size_t len)
 {
-    uintptr_t at = (uintptr_t)f, lo = __atomic_load_n(&root_lo, __ATOMIC_RELAXED),
-              hi = __atomic_load_n(&root_hi, __ATOMIC_RELAXED);
-    if (at % sizeof(uintptr_t) != 0 || len % sizeof(uintptr_t) != 0 || at < lo ||
-        at >= hi || len > hi - at)
+    uintptr_t at = (uintptr_t)f;
+    int plain = 0;
+    for (int i = 0; i < 2 && !plain; i++) {
+        uintptr_t lo = __atomic_load_n(&plain_ranges[i].lo, __ATOMIC_RELAXED),
+                  hi = __atomic_load_n(&plain_ranges[i].hi, __ATOMIC_RELAXED);
+        plain = at >= lo && at < hi && len <= hi - at;
+    }
+    if (!plain || at % sizeof(uintptr_t) != 0 || len % sizeof(uintptr_t) != 0)
         return cal_vmread_sigsafe(w, f, raw, len);
     for (size_t i = 0; i < len / sizeof(uintptr_t); i++) {
         uintptr_t word = __atomic_load_n((const uintptr_t *)f + i, __ATOMIC_RELAXED);
@@ -624,7 +705,8 @@ static int peek_chain_sigsafe(cal_vmread *w, const PyThreadState *ts, calx_peek 
 {
     out->n = 0;
     out->fragile = 0;
-    cal_vmread_reset_sigsafe(w, getpid());
+    pid_t pid = __atomic_load_n(&peek_pid, __ATOMIC_RELAXED);
+    cal_vmread_reset_sigsafe(w, pid ? pid : getpid());
     /* The thread state outlives the thread's frames; its fields are read
        as they are. */
 #if PY_VERSION_HEX >= 0x030D0000
@@ -780,12 +862,21 @@ void calx_poke_main_thread_sigsafe(void)
 #endif
 }
 
-int calx_main_probe_sigsafe(void)
+int calx_main_looked_sigsafe(void)
 {
-#if PY_VERSION_HEX >= 0x030E0000 && defined(Py_GIL_DISABLED)
+#if PY_VERSION_HEX >= 0x030D0000
     uintptr_t was = _Py_atomic_or_uintptr(&_PyRuntime.main_tstate->eval_breaker,
                                           _PY_SIGNALS_PENDING_BIT);
     return (was & _PY_SIGNALS_PENDING_BIT) == 0;
+#else
+    return -1;
+#endif
+}
+
+int calx_main_probe_sigsafe(void)
+{
+#if PY_VERSION_HEX >= 0x030E0000 && defined(Py_GIL_DISABLED)
+    return calx_main_looked_sigsafe();
 #else
     return -1;
 #endif
@@ -1049,6 +1140,14 @@ int calx_peek_on_stack(PyThreadState *ts, const calx_peek *at)
     return 0;
 }
 
+void calx_set_call_opcodes(const uint8_t flags[256]) { (void)flags; }
+
+int calx_peek_still_in_call(const PyThreadState *ts, const calx_peek *at)
+{
+    (void)ts, (void)at;
+    return 0;
+}
+
 void calx_frames_resolve(calx_frame *frames, int n) { (void)frames, (void)n; }
 
 void calx_peek_prepare(const PyThreadState *ts) { (void)ts; }
@@ -1108,6 +1207,7 @@ void calx_start_world(PyInterpreterState *interp) { (void)interp; }
 void calx_poke_main_thread_sigsafe(void) {}
 int calx_main_call_unsignalled_sigsafe(void) { return 0; }
 int calx_main_probe_sigsafe(void) { return -1; }
+int calx_main_looked_sigsafe(void) { return -1; }
 void calx_threads_lock(void) {}
 void calx_threads_unlock(void) {}
 

@@ -99,6 +99,15 @@ int calx_peek_frames_known(const calx_peek *at, int (*known)(const void *code),
    the same code).  Caller holds the GIL. */
 int calx_peek_on_stack(PyThreadState *ts, const calx_peek *at);
 
+/* Which opcodes are calls, specialized forms included: 256 flags, as
+   the interpreter's opcode module names them (calipers/_agent.py). */
+void calx_set_call_opcodes(const uint8_t flags[256]);
+
+/* Whether ts is still where a peek found it innermost, at a call: the
+   same frame, with the same code, at the same instruction, and that
+   instruction one of the calls.  ts is the caller's own.  GIL. */
+int calx_peek_still_in_call(const PyThreadState *ts, const calx_peek *at);
+
 /* Hold the runtime's thread-list lock (HEAD_LOCK) while iterating
    PyInterpreterState_ThreadHead()/PyThreadState_Next(): thread states can be
    created and deleted without the GIL (PyGILState_Ensure from a foreign
@@ -183,6 +192,12 @@ int calx_main_call_unsignalled_sigsafe(void);
    the last probe), 0 if still set; -1 on other builds.
    Async-signal-safe. */
 int calx_main_probe_sigsafe(void);
+
+/* The same look, on every build from 3.13 (where each thread has its own
+   eval breaker): 1 if the main thread looked at its eval breaker since
+   the last call (of this or of calx_main_probe_sigsafe), 0 if not; sets
+   the bit again.  -1 before 3.13.  Async-signal-safe. */
+int calx_main_looked_sigsafe(void);
 
 /* This thread's thread state if it holds the GIL, else NULL.  Safe without
    the GIL and inside an allocator hook. */
