@@ -82,19 +82,17 @@ def test_native_calls_of_microseconds_are_native(run_calipers):
     """C calls of 15-35 us (a SHA-256, a failing regex search, a Decimal
     square root), each between ~5 us of bytecode: far under the 50 us
     threshold on how late the main thread answers, which read them 0%
-    native.  A tick answered from inside the call instruction the peek
-    found is native (INTERNALS, "Native calls without a threshold").
-
-    What it still loses is a call's last 0.5-3 us (from the peek to the
-    queued call, longer after a long gap between ticks on this virtual
-    machine; before 3.13 also 1.5 us after it): measured -16 to -3 points
-    on 3.11-3.14t here (3.12, whose Py_AddPendingCall is the slowest, the
-    worst), -5 to -7 beside two busy processes on 3.13.  On 3.9 and 3.10
-    the peek reads heap frames through process_vm_readv, several
-    microseconds each, and only part of such calls' ticks are seen
-    (0.23-0.42 of a 0.77 truth; 0.00 before).  At 2 ms over ~3 s (1500
-    ticks) the share's standard error is about 1.5 points; the program's
-    own truth moves by about 2."""
+    native.  From 3.13 a tick answered from inside the call instruction
+    the peek found is native (INTERNALS, "Native calls without a
+    threshold").  What it still loses is a call's last 0.5-3 us (from the
+    peek to the queued call, longer after a long gap between ticks on this
+    virtual machine): measured -12 to -2 points on 3.13-3.14t here, -5 to
+    -7 beside two busy processes.  Before 3.13 the rule is not used (it
+    cannot tell a short call revisited in a loop), nor on the
+    free-threaded build yet, and these calls still read as Python: only
+    the absence of false native is checked there.
+    At 2 ms over ~3 s (1500 ticks) the share's standard error is about
+    1.5 points; the program's own truth moves by about 2."""
     prog = PROGRAMS / "medium_calls.py"
     run = run_calipers(prog, TRUTH, "3", "2", options=["--interval", "2ms"])
     assert run.returncode == 0, run.stderr
@@ -105,12 +103,11 @@ def test_native_calls_of_microseconds_are_native(run_calipers):
     calls = [lines[line_of(prog, m)] for m in ("hash-line", "re-line", "sqrt-line")]
     python = lines[line_of(prog, "python-line")]
     assert python["native_s"] <= 0.05 * (python["native_s"] + python["python_s"]), python
-    if sys.version_info >= (3, 11):
-        assert -0.25 <= share - truth <= 0.06, (share, truth)
+    assert share <= truth + 0.06, (share, truth)
+    if sys.version_info >= (3, 13) and not sysconfig.get_config_var("Py_GIL_DISABLED"):
+        assert share >= truth - 0.25, (share, truth)
         for rec in calls:
             assert rec["native_s"] >= 0.5 * (rec["native_s"] + rec["python_s"]), rec
-    else:
-        assert 0.08 <= share <= truth + 0.06, (share, truth)
 
 
 def test_native_operators_keep_their_line(run_calipers):

@@ -15,9 +15,9 @@
  * if it was inside C.  The seed paper's insight, without a signal: the main
  * thread was in native code at the tick if it needed more than SERVICE_NS
  * of its own CPU time to answer (CPU time, so that being preempted or
- * waiting for the GIL does not count), or if it answers from inside the
- * call instruction the tick's peek found it at, having run meanwhile (a C
- * call of a few microseconds: still_in_call).  The call samples every thread while
+ * waiting for the GIL does not count), or (3.13+ with a GIL) if it answers from
+ * inside the call instruction the tick's peek found it at (a C call of a
+ * few microseconds: still_in_call).  The call samples every thread while
  * holding the GIL; the main thread where the tick found it: the tick peeks
  * at its innermost frames (pyinternals.c), since from 3.10 on a call queued
  * during a native operator (a @ b) is served only at the next call, on
@@ -132,8 +132,8 @@
  *     tick's peek to the queued call: 0.5-3 us here) count as Python, and
  *     so does native work shorter than SERVICE_NS that is not a call
  *     (an operator: a @ b on small arrays), which is answered elsewhere.
- *     On 3.9/3.10 the peek reads heap frames through process_vm_readv,
- *     several microseconds each, and only calls that outlast it are seen.
+ *     Before 3.13, and on the free-threaded build, native calls shorter
+ *     than SERVICE_NS count as Python.
  *   - Without ticks, a thread found outside Python (a C thread between its
  *     calls into it) has the Python it ran since its previous sample
  *     credited to where a sample last found it in Python: right for a
@@ -166,7 +166,6 @@
 #include <unistd.h>
 
 #define SERVICE_NS 50000       /* a service needing more main-thread CPU is "delayed" */
-#define STILL_NS 1500          /* a service from inside the call it was found in */
 #define TAKEOVER_NS 1000000    /* how long to wait for the main thread */
 #define PROBE_NS 30000         /* 3.14t: when to see if it looked meanwhile */
 #define PROBES_AGAIN 3         /* 3.14t: looks again while it has not run */
@@ -297,11 +296,10 @@ typedef struct main_cut {
     int64_t wall;
     cal_thread_times times;
     calx_peek peek;
-    int64_t peek_cpu;   /* its CPU clock just before the peek (-1: unread) */
-    int64_t asked_wall; /* when the call was queued, or poked again */
-    int running;        /* on a CPU at the tick, or waiting for one */
-    int looked;         /* 3.13+: it looked at its eval breaker from the
-                           peek to the poke (1), or not (0); -1: unknown */
+    int64_t peek_cpu; /* its CPU clock just before the peek (-1: unread) */
+    int running;      /* on a CPU at the tick */
+    int looked;       /* 3.13+: it looked at its eval breaker from the
+                         peek to the poke (1), or not (0); -1: unknown */
     int blocked;
     cal_thread_times asked;
     calx_gc_tick gc; /* what it saw of the collector in the main thread */
@@ -1731,31 +1729,37 @@ again:
 /* Whether the main thread answers from inside the C call the tick found
    it in (INTERNALS, "Native calls without a threshold"): it is at the
    frame and instruction the tick's peek read, that instruction a call,
-   and it was running at the tick, or runnable (a call that blocked holds
-   the thread at the same place, but the interval's CPU went before it;
-   such ticks keep the rules below).  From 3.10 on the interpreter looks
-   at its eval breaker at the end of a call, at that call, and otherwise
-   only at a backward jump or a function's start, so a tick that finds
-   the thread in bytecode is answered elsewhere, and a Python callee in
-   its own frame.  But a call shorter than the time from the peek to the
-   poke ends before it, and in a loop the thread may come back to the same
-   call before its next look at the breaker (`while perf_counter() < end`
-   read 63% native so).  From 3.13 the tick sees whether it looked between
-   the peek and the poke; before, an answer within STILL_NS of the poke
-   may be such a return (they came 0.3 us after it at the median, 1.3 us
-   at the 95th percentile; a 10-30 us call's answer 1.1 us at its 5th). */
-static int still_in_call(const main_cut *cut, int64_t main_wall)
+   it was on a CPU at the tick (a call that blocked holds the thread at
+   the same place, but the interval's CPU went before it; a preempted
+   thread holds still in a call of nanoseconds as in a long one), and it
+   did not look at its eval breaker between the peek and the poke.  From
+   3.10 the interpreter looks at its eval breaker at the end of a call,
+   at that call, and otherwise only at a backward jump or a function's
+   start, so a tick that finds the thread in bytecode is answered
+   elsewhere, and a Python callee in its own frame.  But a call shorter
+   than the time from the peek to the poke ends before it, and in a loop
+   the thread may come back to the same call before its next look at the
+   breaker (`while perf_counter() < end` read 63% native so): only 3.13+,
+   whose threads have their own eval breaker, tell whether it looked
+   meanwhile, and before 3.13 the rule is not used (a threshold on how
+   soon the answer came after the poke left such loops 15-40% native in
+   CI on 3.9/3.10).  Nor on the free-threaded build yet: there most ticks
+   found the main thread preempted (a 0.80 native share read 0.32 with
+   them left out, and a perf_counter loop 21% native with them in). */
+static int still_in_call(const main_cut *cut)
 {
-    if (!cut->running || cut->looked == 1 ||
-        (cut->looked < 0 && main_wall - cut->asked_wall <= STILL_NS))
-        return 0;
-    return calx_peek_still_in_call(E.main_ts, &cut->peek);
+#ifdef Py_GIL_DISABLED
+    (void)cut;
+    return 0;
+#else
+    return cut->running && cut->looked == 0 &&
+           calx_peek_still_in_call(E.main_ts, &cut->peek);
+#endif
 }
 
 static int pending_call(void *arg)
 {
     (void)arg;
-    int64_t main_wall = cal_clock_now_ns();
     if (!atomic_load(&E.active) || getpid() != E.pid)
         return 0;
     atomic_store(&E.answering, 1);
@@ -1776,7 +1780,7 @@ static int pending_call(void *arg)
        Python/ceval_gil.c's make_pending_calls): then it was in bytecode
        within PROBE_NS of the tick, and the delay is not native code. */
     int64_t delay_cpu = tick_cpu >= 0 && main_cpu >= tick_cpu ? main_cpu - tick_cpu : 0;
-    int native = (delay_cpu > SERVICE_NS || still_in_call(&cut, main_wall)) && !looked;
+    int native = (delay_cpu > SERVICE_NS || still_in_call(&cut)) && !looked;
     /* A peek through generator frames on the free-threaded build is
        trusted only when the thread held still, in native code, from the
        tick to here: in Python it may have switched frames faster than the
@@ -1948,7 +1952,6 @@ static void tick(void)
         }
     }
     calx_poke_main_thread_sigsafe();
-    cut.asked_wall = cal_clock_now_ns();
     cut.looked = calx_main_looked_sigsafe(); /* (and arms it again) */
     if (queue)
         E.main_looked = E.main_asleep = 0;
@@ -1956,12 +1959,8 @@ static void tick(void)
         E.main_looked = 1;
     cut.wall = cal_clock_now_ns();
     int read = cal_clock_thread_times_sigsafe(E.main_clock, &cut.times) == 0;
-    /* Its CPU clock moved from before the peek to here: it was on a CPU.
-       Else it was blocked, or preempted (a loaded machine): the kernel's
-       state tells (read only then). */
-    cut.running = read && cut.peek_cpu >= 0 &&
-                  (cut.times.cpu_ns > cut.peek_cpu ||
-                   cal_clock_thread_runnable(cal_clock_thread_tid(E.main_clock)) == 1);
+    /* Its CPU clock moved from before the peek to here: it was on a CPU. */
+    cut.running = read && cut.peek_cpu >= 0 && cut.times.cpu_ns > cut.peek_cpu;
     cut.delay = read ? main_run_delay(cut.wall, &cut.times) : DELAY_UNREAD;
     if (queue) {
         E.tick_main_cpu = read ? cut.times.cpu_ns : -1;
