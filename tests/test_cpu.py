@@ -1,5 +1,6 @@
 """CPU attribution against ground truth that the programs measure themselves."""
 import json
+import os
 import platform
 import sys
 import sysconfig
@@ -94,6 +95,7 @@ def test_native_calls_of_microseconds_are_native(run_calipers):
     At 2 ms over ~3 s (1500 ticks) the share's standard error is about
     1.5 points; the program's own truth moves by about 2."""
     prog = PROGRAMS / "medium_calls.py"
+    load_before = os.getloadavg()[0]
     run = run_calipers(prog, TRUTH, "3", "2", options=["--interval", "2ms"])
     assert run.returncode == 0, run.stderr
     truth = run.truth["native_share"]
@@ -104,8 +106,23 @@ def test_native_calls_of_microseconds_are_native(run_calipers):
     python = lines[line_of(prog, "python-line")]
     assert python["native_s"] <= 0.05 * (python["native_s"] + python["python_s"]), python
     assert share <= truth + 0.06, (share, truth)
-    if sys.version_info >= (3, 13) and not sysconfig.get_config_var("Py_GIL_DISABLED"):
-        assert share >= truth - 0.25, (share, truth)
+    # The rule needs the sampler thread prompt from its peek to its poke:
+    # a call that ends between them reads as Python.  A tick that finds
+    # the main thread preempted keeps the old rules too (a thread frozen
+    # in a call of nanoseconds looks as still as one in a long call).
+    # Beside a full CI run on this 2-CPU machine (load average over 2)
+    # the share read 0.005-0.50 of 0.80, with the main thread preempted
+    # for under 1% of its CPU: the sampler thread was the one kept
+    # waiting.  So the share is held to the truth where the machine was
+    # not busier than its CPUs could serve and the main thread not
+    # preempted for over a twentieth of its CPU (as test_gc and
+    # test_free_threaded do); elsewhere only the absence of false native.
+    main = next(t for t in run.profile["threads"] if t["main"])
+    quiet = main["preempted_s"] <= 0.05 * cpu(main) and \
+        max(load_before, os.getloadavg()[0]) <= 0.75 * os.cpu_count()
+    if sys.version_info >= (3, 13) and not sysconfig.get_config_var("Py_GIL_DISABLED") \
+            and quiet:
+        assert share >= truth - 0.25, (share, truth, main)
         for rec in calls:
             assert rec["native_s"] >= 0.5 * (rec["native_s"] + rec["python_s"]), rec
 

@@ -173,6 +173,12 @@
 #define GPU_PERIOD_NS 50000000 /* at most one NVML reading per 50 ms */
 #define HOLD_PASSES 8          /* off-CPU samples in a row that may hold CPU */
 #define TICKLESS_NS 200000000  /* CPU a thread may use before its first tick */
+/* Where still_in_call can tell a call from one revisited (its comment). */
+#if PY_VERSION_HEX >= 0x030D0000 && !defined(Py_GIL_DISABLED)
+#define STILL_RULE 1
+#else
+#define STILL_RULE 0
+#endif
 
 #define PLACE_FUNCS 64
 
@@ -1748,13 +1754,8 @@ again:
    them left out, and a perf_counter loop 21% native with them in). */
 static int still_in_call(const main_cut *cut)
 {
-#ifdef Py_GIL_DISABLED
-    (void)cut;
-    return 0;
-#else
-    return cut->running && cut->looked == 0 &&
+    return STILL_RULE && cut->running && cut->looked == 0 &&
            calx_peek_still_in_call(E.main_ts, &cut->peek);
-#endif
 }
 
 static int pending_call(void *arg)
@@ -1935,12 +1936,11 @@ static void tick(void)
 {
     calx_gpu_tick(cal_clock_now_ns());
     main_cut cut;
-    /* 3.14t: armed at the last asking; a tick that finds it spent saw the
-       main thread look without answering (pyinternals.h).  3.13+: armed
-       again, to tell whether it looks before the poke. */
-    int looked = calx_main_probe_sigsafe();
-    cut.peek_cpu = cal_clock_thread_cpu_sigsafe(E.main_clock);
-    (void)calx_main_looked_sigsafe();
+    /* Where still_in_call is used: its CPU clock (a system call), and the
+       look armed, both just before the peek. */
+    cut.peek_cpu = STILL_RULE ? cal_clock_thread_cpu_sigsafe(E.main_clock) : -1;
+    if (STILL_RULE)
+        (void)calx_main_looked_sigsafe();
     calx_peek_frames_sigsafe(E.main_ts, &cut.peek); /* before it can answer */
     int queue = !atomic_load(&E.call_queued);
     if (queue) {
@@ -1952,7 +1952,10 @@ static void tick(void)
         }
     }
     calx_poke_main_thread_sigsafe();
-    cut.looked = calx_main_looked_sigsafe(); /* (and arms it again) */
+    cut.looked = STILL_RULE ? calx_main_looked_sigsafe() : -1; /* (arms it again) */
+    /* 3.14t: armed at the asking; a later tick that finds it spent saw
+       the main thread look without answering (pyinternals.h). */
+    int looked = calx_main_probe_sigsafe(); /* (and arms it again) */
     if (queue)
         E.main_looked = E.main_asleep = 0;
     else if (looked_not_answering(looked))
