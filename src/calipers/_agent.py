@@ -316,36 +316,19 @@ def _begin(start_engine):
         _mark_started()
 
 
-#: In the run directory: the empty file every child's marker is a link to.
-MARKER_MODEL = "marker"
+#: Ends the name of a start record in PARTS_FILE.
+STARTED = ".run"
 
 
 def _mark_started():
-    """Leave this child's marker, `<start>-<pid>.run` (removed once its
-    profile is written): a hard link to one empty file in the run
-    directory, made by the first child that needs it, rather than a new
-    file.  A link takes no inode, and a file created and removed per child
-    does: on a filesystem that will not reuse an inode freed minutes ago
-    (ext4 without a journal) each creation then scans past all the earlier
-    ones, and a program that forks thousands of children paid more for
-    each than the last."""
-    marker = _part_path(".run")
-    model = os.path.join(_state.get("run_dir") or "", MARKER_MODEL)
-    for _ in range(2):
-        try:
-            os.link(model, marker, follow_symlinks=False)
-            return
-        except FileNotFoundError:
-            try:  # the first child: make the file to link to
-                create_private(model)
-            except FileExistsError:
-                pass
-            except OSError:
-                break
-        except OSError:  # no links here, or too many
-            break
+    """Say in the run directory that this child profiles, so that the main
+    process can tell it is missing if it never writes its profile: a start
+    record, `<start>-<pid>.run` with no text, appended to PARTS_FILE.  Not a
+    file of its own: creating and removing a file (or a link) per child
+    changes the directory twice, and that was a sixth of what a child that
+    leaves at once cost; an append leaves the directory as it is."""
     try:
-        create_private(marker)
+        _append_part(PART_MARK + os.path.basename(_part_path(STARTED)).encode() + b"\n")
     except OSError:
         pass
 
@@ -734,7 +717,7 @@ def _children_note():
         names = os.listdir(_state.get("run_dir") or "")
     except OSError:
         return ""
-    if any(n.endswith(".run") or n == PARTS_FILE for n in names):
+    if PARTS_FILE in names:
         return ", when the child processes are merged in"
     return ""
 
@@ -881,10 +864,6 @@ def _write_part():
         _append_part(PART_MARK + name.encode() + b"\n" + text.encode("utf-8", "surrogateescape"))
     except OSError:
         pass  # the run directory is gone: the main process ended first
-    try:
-        os.unlink(_part_path(".run"))
-    except OSError:
-        pass
 
 
 def _append_part(data):
@@ -937,6 +916,20 @@ def _read_parts(run_dir):
             yield name, (data[start:end] if start >= 0 else None)
 
 
+def _pid_of(name):
+    """The pid in a part's name, `<start>-<pid>`."""
+    return int(name.rpartition("-")[2])
+
+
+def _alive(name):
+    """Whether the process that wrote the part `name` is still running."""
+    try:
+        os.kill(_pid_of(name), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def _merge_children(consume=True):
     """Merge the children's profiles in the run directory; unless told
     not to consume them (an exec'd program merges them again), remove
@@ -949,33 +942,32 @@ def _merge_children(consume=True):
     # Before an exec, the part just written is left out.
     own = None if consume else os.path.basename(_part_path(""))
     corrupt, running, lost = 0, [], []
-    done = set()
+    started, done = [], set()
     for name, text in _read_parts(run_dir):
         if name == own:
+            continue
+        if name.endswith(STARTED):
+            started.append(name[:-len(STARTED)])
             continue
         try:
             if text is None:
                 raise ValueError("cut short")
             _calipers.merge(text, _state["start_unix"])
-            done.add(name)
         except ValueError:
-            if name + ".run" not in names:  # else still being written: running
+            if _alive(name):  # still being written
+                running.append(_pid_of(name))
+            else:
                 corrupt += 1
-    for name in names:
-        path = os.path.join(run_dir, name)
-        if name.endswith(".run") and name[:-4] not in done:
-            pid = int(name[:-4].rpartition("-")[2])
+        done.add(name)
+    for name in started:
+        if name not in done:
+            (running if _alive(name) else lost).append(_pid_of(name))
+    if consume:
+        for name in names:
             try:
-                os.kill(pid, 0)
-                running.append(pid)
-            except OSError:
-                lost.append(pid)
-        if consume:
-            try:
-                os.unlink(path)
+                os.unlink(os.path.join(run_dir, name))
             except OSError:
                 pass
-    if consume:
         try:
             os.rmdir(run_dir)
         except OSError:

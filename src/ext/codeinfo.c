@@ -19,6 +19,7 @@ void calx_codes_clear(calx_codes *c)
         Py_DECREF(c->owned[i]);
     free(c->entries);
     free(c->owned);
+    free(c->lines);
     cal_map_clear(&c->index);
     calx_codes_init(c);
 }
@@ -26,6 +27,8 @@ void calx_codes_clear(calx_codes *c)
 int calx_codes_line(calx_codes *c, const calx_code *ci, int offset)
 {
     uint32_t entry = (uint32_t)(ci - c->entries) + 1;
+    if (!c->lines && !(c->lines = calloc(1 << CALX_LINE_CACHE_BITS, sizeof *c->lines)))
+        return PyCode_Addr2Line((PyCodeObject *)c->owned[entry - 1], offset);
     uint32_t h = (entry * 0x9E3779B1u) ^ ((uint32_t)offset * 0x85EBCA6Bu);
     calx_line_slot *slot = &c->lines[h >> (32 - CALX_LINE_CACHE_BITS)];
     if (slot->entry != entry || slot->offset != offset) {

@@ -60,7 +60,9 @@ typedef struct calx_codes {
     calx_code *entries;
     PyObject **owned; /* strong references, parallel to entries */
     size_t len, cap;
-    calx_line_slot lines[1 << CALX_LINE_CACHE_BITS];
+    /* 1 << CALX_LINE_CACHE_BITS slots, allocated at the first lookup: a
+       forked child that ends at once writes none of its 48 KiB. */
+    calx_line_slot *lines;
 } calx_codes;
 
 void calx_codes_init(calx_codes *c);

@@ -658,8 +658,16 @@ void calx_peek_prepare(const PyThreadState *ts)
 #endif
     uintptr_t lo = 0, hi = 0;
 #if PY_VERSION_HEX >= 0x030C0000
+    /* The range already known still holds if this thread runs in it: a
+       forked child of the main thread (reading /proc/self/maps was half
+       of a child's restart), or a profile started again. */
     volatile char here = 0;
-    if (!main || mapping_of((uintptr_t)&here, &lo, &hi) != 0)
+    uintptr_t at = (uintptr_t)&here;
+    lo = __atomic_load_n(&plain_ranges[1].lo, __ATOMIC_RELAXED);
+    hi = __atomic_load_n(&plain_ranges[1].hi, __ATOMIC_RELAXED);
+    if (!main)
+        lo = hi = 0;
+    else if (!(at >= lo && at < hi) && mapping_of(at, &lo, &hi) != 0)
         lo = hi = 0;
 #else
     (void)main, (void)mapping_of;

@@ -396,8 +396,8 @@ go = sys.argv[1] + ".go"
 child = subprocess.Popen([sys.executable, "-c", "import os, sys, time\\n"
                           "while not os.path.exists(sys.argv[1]): time.sleep(0.01)", go])
 deadline = time.time() + 60
-while not any(n.endswith(".run") for n in os.listdir(run_dir)) and time.time() < deadline:
-    time.sleep(0.01)  # the child has started profiling (its marker)
+while "parts" not in os.listdir(run_dir) and time.time() < deadline:
+    time.sleep(0.01)  # the child has started profiling (its start record)
 modes = {n: os.stat(os.path.join(run_dir, n)).st_mode & 0o777 for n in os.listdir(run_dir)}
 modes["."] = os.stat(run_dir).st_mode & 0o777
 open(go, "w").close()
@@ -420,7 +420,7 @@ def test_modes_of_what_calipers_creates(tmp_path, umask):
     modes = json.loads(truth.read_text())
     assert modes.pop(".") == 0o700
     assert modes.pop("off") == 0o600  # --off
-    assert [n for n in modes if n.endswith(".run")] and set(modes.values()) == {0o600}, modes
+    assert "parts" in modes and set(modes.values()) == {0o600}, modes
     assert mode(out) == mode(html) == 0o666 & ~umask
 
 
