@@ -235,3 +235,37 @@ def test_children_that_leave_at_once_are_each_merged(run_calipers, tmp_path):
     assert len(child_only) == 1 and child_only[0]["source"]
     spin = line_of(tmp_path / "childonly.py", "spin-line")
     assert any(ln["line"] == spin for ln in child_only[0]["lines"])
+
+
+OFF_FORK = """\
+import os, time
+def burn(t):
+    end = time.process_time() + t
+    while time.process_time() < end:
+        pass
+pid = os.fork()
+if pid == 0:
+    burn(0.3)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.parametrize("off", [False, True])
+def test_a_child_forked_while_off_stays_off(run_calipers, tmp_path, off):
+    """A forked child reads the run's switch when it starts profiling
+    (the engine keeps the parent's switch file): under --off its 0.3 s
+    of CPU takes no sample; switched on, it does."""
+    prog = tmp_path / "off_fork.py"
+    prog.write_text(OFF_FORK)
+    run = run_calipers(prog, options=["--off"] if off else [])
+    assert run.returncode == 0, run.stderr
+    procs = run.profile["processes"]
+    assert len(procs) == 2 and procs[1]["forked"], procs
+    child = procs[1]
+    if off:
+        assert child["samples"] == 0, child
+    else:
+        assert child["samples"] >= 5, child
+    cpu_s = child["python_s"] + child["native_s"] + child["system_s"]
+    assert (cpu_s == 0) if off else (cpu_s > 0.1), child

@@ -286,9 +286,12 @@ def _start_engine():
     )
 
 
-def _begin(start_engine):
-    """Start the engine and the signal watch; a child leaves a marker in
-    the run directory so the main process can tell it is missing."""
+def _begin(start_engine, forked=False):
+    """Start the engine and the signal watch; a child leaves a start record
+    in the run directory so the main process can tell it is missing.  A
+    forked child's engine keeps what its parent's was given (the awaiting
+    callback, the switch file, which it reads again at once): each Python
+    call here costs a child that leaves at once its copy-on-write faults."""
     _state["pid"] = os.getpid()
     _state["start_unix"] = time.time()
     if _state.get("exec_origin") and not _is_child():
@@ -297,8 +300,9 @@ def _begin(start_engine):
     held = _hold_closed_std_fds()
     try:
         _state["memory"] = bool(start_engine())
-        _calipers.set_awaiting(_awaiting)
-        _calipers.set_switch(switch_path(_state.get("run_dir")))
+        if not forked:
+            _calipers.set_awaiting(_awaiting)
+            _calipers.set_switch(switch_path(_state.get("run_dir")))
         _calipers.watch_signals(_on_signal)
     finally:
         for fd in held:
@@ -477,7 +481,7 @@ def _after_fork():
     _state["forked"] = True
     _state["server"] = False
     try:
-        _begin(_calipers.restart_in_child)
+        _begin(_calipers.restart_in_child, forked=True)
         _state["snapshot_seq"] = 0
         _arm_periodic()
     except Exception:  # noqa: BLE001 - the child runs unprofiled

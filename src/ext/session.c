@@ -50,6 +50,8 @@ void calx_session_set_filter(calx_filter *filter)
     memset(filter, 0, sizeof(*filter));
 }
 
+static void check_switch_locked(int64_t now);
+
 int calx_session_begin(int inherited)
 {
     if (!inherited)
@@ -64,6 +66,13 @@ int calx_session_begin(int inherited)
     atomic_store(&S.paused, 0); /* until the switch is read again */
     S.paused_ns = 0;
     S.switch_read = S.off_from_origin = 0;
+    if (inherited) {
+        /* A forked child keeps its parent's switch file: read it now. */
+        pthread_mutex_lock(&S.mu);
+        S.next_switch_check = 0;
+        check_switch_locked(S.origin);
+        pthread_mutex_unlock(&S.mu);
+    }
     return 0;
 }
 
