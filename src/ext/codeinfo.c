@@ -6,6 +6,9 @@
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+#define LINE_CACHE_BYTES ((size_t)(1 << CALX_LINE_CACHE_BITS) * sizeof(calx_line_slot))
 
 void calx_codes_init(calx_codes *c)
 {
@@ -19,7 +22,8 @@ void calx_codes_clear(calx_codes *c)
         Py_DECREF(c->owned[i]);
     free(c->entries);
     free(c->owned);
-    free(c->lines);
+    if (c->lines)
+        munmap(c->lines, LINE_CACHE_BYTES);
     cal_map_clear(&c->index);
     calx_codes_init(c);
 }
@@ -27,8 +31,16 @@ void calx_codes_clear(calx_codes *c)
 int calx_codes_line(calx_codes *c, const calx_code *ci, int offset)
 {
     uint32_t entry = (uint32_t)(ci - c->entries) + 1;
-    if (!c->lines && !(c->lines = calloc(1 << CALX_LINE_CACHE_BITS, sizeof *c->lines)))
-        return PyCode_Addr2Line((PyCodeObject *)c->owned[entry - 1], offset);
+    if (!c->lines) {
+        /* Zero pages of its own, not calloc's: a slot costs its page's
+           fault when first used, rather than the whole table's at once
+           (a forked child that ends at once looks up a line or two). */
+        void *m = mmap(NULL, LINE_CACHE_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return PyCode_Addr2Line((PyCodeObject *)c->owned[entry - 1], offset);
+        c->lines = m;
+    }
     uint32_t h = (entry * 0x9E3779B1u) ^ ((uint32_t)offset * 0x85EBCA6Bu);
     calx_line_slot *slot = &c->lines[h >> (32 - CALX_LINE_CACHE_BITS)];
     if (slot->entry != entry || slot->offset != offset) {

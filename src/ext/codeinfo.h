@@ -60,8 +60,8 @@ typedef struct calx_codes {
     calx_code *entries;
     PyObject **owned; /* strong references, parallel to entries */
     size_t len, cap;
-    /* 1 << CALX_LINE_CACHE_BITS slots, allocated at the first lookup: a
-       forked child that ends at once writes none of its 48 KiB. */
+    /* 1 << CALX_LINE_CACHE_BITS slots, mapped at the first lookup: a
+       forked child that ends at once touches a page or two of its 48 KiB. */
     calx_line_slot *lines;
 } calx_codes;
 

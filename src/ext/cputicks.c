@@ -115,14 +115,19 @@ static struct {
     unsigned next; /* where the search for a free slot starts */
 } T;
 
+/* Asked once per process (GIL held): a forked child knows the answer, and
+   reading it again cost each child's restart four copy-on-write faults. */
 static int kernel_defers_cpu_timers(void)
 {
 #if defined(__x86_64__)
-    struct utsname u;
-    int major = 0, minor = 0;
-    if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &major, &minor) != 2)
-        return 0;
-    return major > 5 || (major == 5 && minor >= 11);
+    static int known = -1;
+    if (known < 0) {
+        struct utsname u;
+        int major = 0, minor = 0;
+        known = uname(&u) == 0 && sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
+                (major > 5 || (major == 5 && minor >= 11));
+    }
+    return known;
 #else
     return 0;
 #endif
