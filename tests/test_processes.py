@@ -269,3 +269,57 @@ def test_a_child_forked_while_off_stays_off(run_calipers, tmp_path, off):
         assert child["samples"] >= 5, child
     cpu_s = child["python_s"] + child["native_s"] + child["system_s"]
     assert (cpu_s == 0) if off else (cpu_s > 0.1), child
+
+
+PIN_FORK = """\
+import json, os, sys, time
+
+def allowed(tid):
+    with open("/proc/self/task/%d/status" % tid) as f:
+        for line in f:
+            if line.startswith("Cpus_allowed_list:"):
+                return line.split(":", 1)[1].strip()
+
+def threads():
+    return {int(t): allowed(int(t)) for t in os.listdir("/proc/self/task")}
+
+pid = os.fork()
+if pid == 0:
+    seen = {"early": threads()}
+    time.sleep(float(sys.argv[2]))
+    seen["late"] = threads()
+    seen["main"] = os.getpid()
+    with open(sys.argv[1], "w") as f:
+        json.dump(seen, f)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to pin to")
+@pytest.mark.parametrize("interval,pinned", [("10s", True), ("1ms", False)])
+def test_a_forked_childs_threads_leave_its_cpu_at_its_first_tick(run_calipers, tmp_path,
+                                                                  interval, pinned):
+    """A forked child's sampler and signal-helper threads start on the CPU
+    its main thread is on (copy-on-write faults then need no other CPU's
+    TLB flushed) and take the main thread's affinity at its first tick: with
+    ticks 10 s apart on average the child ends before its first (the chance
+    of one within the few milliseconds it runs is about 1 in 5000), with
+    ticks 1 ms apart it has had hundreds."""
+    prog = tmp_path / "pin_fork.py"
+    prog.write_text(PIN_FORK)
+    out = tmp_path / "threads.json"
+    run = run_calipers(prog, str(out), "0.0" if pinned else "0.2",
+                       options=["--interval", interval])
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(out.read_text())
+    main = str(seen["main"])
+    home = seen["late"][main]
+    for when in ("early", "late"):
+        ours = {tid: cpus for tid, cpus in seen[when].items() if tid != main}
+        assert len(ours) >= 2, seen  # the sampler and the signal helper
+        if pinned:
+            assert all(cpus.isdigit() for cpus in ours.values()), seen
+        elif when == "late":
+            assert all(cpus == home for cpus in ours.values()), seen
+    assert not pinned or not home.isdigit(), seen  # the main thread is never pinned

@@ -1,11 +1,13 @@
 /* runtime — see runtime.h.  No Python.h: it must stay usable without the GIL. */
-#define _GNU_SOURCE /* RTLD_DEFAULT, pthread_getcpuclockid */
+#define _GNU_SOURCE /* RTLD_DEFAULT, pthread_getcpuclockid, affinity */
 #include "runtime.h"
 
 #include "cal_clock.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -84,6 +86,54 @@ int calx_runtime_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *), voi
     int rc = pthread_create(t, NULL, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
+}
+
+/* The CPU a forked child's threads start on (-1: none), and the affinity
+   they get back at the pin's end: the main thread's at the restart.  home
+   is written before cpu is published, and read after it is taken. */
+static struct {
+    atomic_int cpu;
+    cpu_set_t home;
+} pin = {.cpu = -1};
+
+void calx_runtime_pin_begin(void)
+{
+    int cpu = sched_getcpu();
+    if (cpu < 0 ||
+        pthread_getaffinity_np(pthread_self(), sizeof pin.home, &pin.home) != 0)
+        cpu = -1;
+    atomic_store(&pin.cpu, cpu);
+}
+
+int calx_runtime_thread_start_near(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    int cpu = atomic_load(&pin.cpu);
+    if (cpu < 0)
+        return calx_runtime_thread_start_unsignalled(t, fn, arg);
+    pthread_attr_t attr;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (pthread_attr_init(&attr) != 0)
+        return calx_runtime_thread_start_unsignalled(t, fn, arg);
+    pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(t, &attr, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    return rc;
+}
+
+void calx_runtime_pin_end(int tid, int other_tid)
+{
+    if (atomic_load(&pin.cpu) < 0 || atomic_exchange(&pin.cpu, -1) < 0)
+        return;
+    if (tid > 0)
+        sched_setaffinity(tid, sizeof pin.home, &pin.home);
+    if (other_tid > 0)
+        sched_setaffinity(other_tid, sizeof pin.home, &pin.home);
 }
 
 int calx_runtime_thread_tid(pthread_t t)

@@ -49,6 +49,27 @@ void calx_runtime_guard_leave_sigsafe(int previous);
    threads all are).  Returns pthread_create's status. */
 int calx_runtime_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *), void *arg);
 
+/* A forked child's own threads start on the CPU its main thread is on,
+ * and stay there until its first tick.
+ *
+ * Right after fork() every page the child writes is copied (copy-on-write),
+ * a few hundred for a child that profiles itself, and while another thread
+ * of the process runs on another CPU each copy also stops that CPU to
+ * flush its TLB.  The sampler and signal-helper threads started in the
+ * child made its start and exit about a third dearer that way
+ * (bench/fork_cost.py; PERFORMANCE, "Fork"); on the main thread's CPU
+ * they only run when it does not.  The pin ends at the child's first tick,
+ * before the sampler reads anything: from then on they run where the
+ * scheduler puts them, with the main thread's affinity.
+ *
+ * begin: in the child's restart, GIL held, before its threads start;
+ * thread_start_near: as thread_start_unsignalled, pinned while the pin
+ * lasts; end: from the sampler thread at its tick, for the threads by
+ * these kernel ids (0: none); a no-op once ended, or never begun. */
+void calx_runtime_pin_begin(void);
+int calx_runtime_thread_start_near(pthread_t *t, void *(*fn)(void *), void *arg);
+void calx_runtime_pin_end(int tid, int other_tid);
+
 /* The kernel thread id of a thread just created (0 if unknown). */
 int calx_runtime_thread_tid(pthread_t t);
 

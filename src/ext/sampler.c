@@ -2116,6 +2116,8 @@ static void *sampler_main(void *arg)
             takeover_at = probe_at = 0; /* answered */
         now = cal_clock_now_ns();
         if (now >= next_tick) {
+            /* A forked child's first tick: its threads leave its CPU. */
+            calx_runtime_pin_end(gettid(), calx_signals_helper_tid());
             next_tick = (next_tick + 1000000 < now ? now : next_tick) + tick_gap(&rng);
             served = atomic_load(&E.served);
             tick();
@@ -2312,8 +2314,8 @@ static int threads_start(int wait_ready)
     }
     /* The sampler thread must not receive the program's signals. */
     unsigned generation = atomic_fetch_add(&E.generation, 1) + 1;
-    rc = calx_runtime_thread_start_unsignalled(&E.thread, sampler_main,
-                                               (void *)(uintptr_t)generation);
+    rc = calx_runtime_thread_start_near(&E.thread, sampler_main,
+                                        (void *)(uintptr_t)generation);
     if (rc != 0) {
         calx_gilwatch_stop();
         atomic_store(&E.active, 0);
@@ -2499,6 +2501,7 @@ int calx_sampler_restart_in_child(void)
         free(E.jobs[i].request_path);
         E.jobs[i] = (struct periodic_job){0};
     }
+    calx_runtime_pin_begin();
     int guard = calx_runtime_guard_enter();
     /* The parent's profile and code table are left as they are, not freed
        (session.c says why). */

@@ -144,7 +144,7 @@ static void *helper_main(void *arg)
    handler.  Returns pthread_create's status. */
 static int start_helper(void)
 {
-    int rc = calx_runtime_thread_start_unsignalled(&S.helper, helper_main, NULL);
+    int rc = calx_runtime_thread_start_near(&S.helper, helper_main, NULL);
     /* Its kernel id now, not when it first runs: the native-thread scan
        must never take it for one of the program's. */
     int tid = rc == 0 ? calx_runtime_thread_tid(S.helper) : 0;
@@ -292,6 +292,8 @@ int calx_signals_is_helper(unsigned long ident, int tid)
     return (ident && ident == (unsigned long)S.helper) ||
            (tid && tid == atomic_load(&S.helper_tid));
 }
+
+int calx_signals_helper_tid(void) { return atomic_load(&S.helper_tid); }
 
 void calx_signals_after_fork_child(void)
 {
