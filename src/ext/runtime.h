@@ -1,7 +1,8 @@
 /*
  * runtime — what the extension's engines need from the process, with no
  * Python in it: the preloaded shim's API and its recursion guard, threads
- * that never run the program's signal handlers, a thread's kernel id, and
+ * that never run the program's signal handlers (and a forked child's that
+ * start on its main thread's CPU), a thread's kernel id, and
  * whether a file of the run directory is there.  See docs/INTERNALS.md,
  * "Source tour".
  *

@@ -2223,7 +2223,9 @@ static void *sampler_main(void *arg)
  *     progress, since the threads that were forking are not in the child.
  * Stopping asks every thread first and then joins them all, so a fork
  * pays for one wake-up, not one per thread; starting does not wait for
- * the new threads to run.  The profile goes on across the pause.
+ * the new threads to run.  The profile goes on across the pause.  A
+ * forked child that profiles itself starts its sampler and signal helper
+ * on its main thread's CPU until its first tick (runtime.h says why).
  */
 static struct {
     pthread_mutex_t mu;
