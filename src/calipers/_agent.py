@@ -25,7 +25,7 @@ import sys
 import time
 
 from calipers import __version__, _calipers
-from calipers._common import (RS, create_private, decode_config, export_data, heap_path,
+from calipers._common import (RS, decode_config, export_data, heap_path,
                               heap_request_path, library_dirs,
                               profiled_env, request_path, set_switch_file, snapshot_path,
                               snapshot_request_path, styled, switch_path,
@@ -921,16 +921,18 @@ def _read_parts(run_dir):
 
 
 def _pid_of(name):
-    """The pid in a part's name, `<start>-<pid>`."""
-    return int(name.rpartition("-")[2])
+    """The pid in a part's name, `<start>-<pid>`; None if it has none (a
+    parts file that something else wrote to)."""
+    pid = name.rpartition("-")[2]
+    return int(pid) if pid.isdigit() and int(pid) > 0 else None
 
 
 def _alive(name):
     """Whether the process that wrote the part `name` is still running."""
+    pid = _pid_of(name)
     try:
-        os.kill(_pid_of(name), 0)
-        return True
-    except (OSError, ValueError):
+        return pid is not None and os.kill(pid, 0) is None
+    except OSError:
         return False
 
 
@@ -964,7 +966,11 @@ def _merge_children(consume=True):
                 corrupt += 1
         done.add(name)
     for name in started:
-        if name not in done:
+        if name in done:
+            continue
+        if _pid_of(name) is None:
+            corrupt += 1
+        else:
             (running if _alive(name) else lost).append(_pid_of(name))
     if consume:
         for name in names:

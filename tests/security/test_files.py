@@ -518,3 +518,28 @@ def test_stale_run_directories_are_cleaned_safely(tmp_path):
     assert sorted(p.name for p in tmpdir.iterdir()) == sorted(
         [d.name for d in kept] + [target.name, link.name])
 
+
+
+GARBLED_PARTS = """\
+import os
+environ = open("/proc/self/environ", "rb").read().split(b"\\0")
+config = [e for e in environ if e.startswith(b"CALIPERS_CONFIG=")][0].decode()
+run_dir = dict(f.partition("=")[::2] for f in config.split("\\x1e"))["run_dir"]
+with open(os.path.join(run_dir, "parts"), "ab") as f:
+    f.write(b"\\x1eno-pid-here.run\\n\\x1e.run\\n\\x1e0-x\\n{not json")
+"""
+
+
+def test_garbled_records_in_the_parts_file(tmp_path):
+    """Start records and parts whose names carry no pid (a parts file
+    written by something else) are counted as unreadable: the main
+    process's profile is still written, with a note."""
+    prog = tmp_path / "garbled.py"
+    prog.write_text(GARBLED_PARTS)
+    proc = calipers("run", "--no-report", "-o", str(tmp_path / "p.json"), str(prog),
+                    cwd=tmp_path)
+    assert proc.returncode == 0 and "calipers" not in proc.stderr, proc.stderr
+    profile = json.loads((tmp_path / "p.json").read_text())
+    assert validate(profile)
+    assert any("3 child profiles could not be read" in n for n in profile["notes"]), \
+        profile["notes"]
