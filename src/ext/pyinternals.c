@@ -663,12 +663,12 @@ void calx_peek_prepare(const PyThreadState *ts)
        of a child's restart), or a profile started again. */
     volatile char here = 0;
     uintptr_t at = (uintptr_t)&here;
-    lo = __atomic_load_n(&plain_ranges[1].lo, __ATOMIC_RELAXED);
-    hi = __atomic_load_n(&plain_ranges[1].hi, __ATOMIC_RELAXED);
-    if (!main)
-        lo = hi = 0;
-    else if (!(at >= lo && at < hi) && mapping_of(at, &lo, &hi) != 0)
-        lo = hi = 0;
+    if (main) {
+        lo = __atomic_load_n(&plain_ranges[1].lo, __ATOMIC_RELAXED);
+        hi = __atomic_load_n(&plain_ranges[1].hi, __ATOMIC_RELAXED);
+        if (!(at >= lo && at < hi) && mapping_of(at, &lo, &hi) != 0)
+            lo = hi = 0;
+    }
 #else
     (void)main, (void)mapping_of;
 #endif

@@ -78,14 +78,20 @@ void calx_runtime_guard_leave_sigsafe(int previous)
         api->guard_leave(previous);
 }
 
-int calx_runtime_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *), void *arg)
+static int start_blocked(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+                         void *arg)
 {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits it */
-    int rc = pthread_create(t, NULL, fn, arg);
+    int rc = pthread_create(t, attr, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
+}
+
+int calx_runtime_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    return start_blocked(t, NULL, fn, arg);
 }
 
 /* The CPU a forked child's threads start on (-1: none), and the affinity
@@ -109,19 +115,15 @@ int calx_runtime_thread_start_near(pthread_t *t, void *(*fn)(void *), void *arg)
 {
     int cpu = atomic_load(&pin.cpu);
     if (cpu < 0)
-        return calx_runtime_thread_start_unsignalled(t, fn, arg);
+        return start_blocked(t, NULL, fn, arg);
     pthread_attr_t attr;
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
     if (pthread_attr_init(&attr) != 0)
-        return calx_runtime_thread_start_unsignalled(t, fn, arg);
+        return start_blocked(t, NULL, fn, arg);
     pthread_attr_setaffinity_np(&attr, sizeof one, &one);
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(t, &attr, fn, arg);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = start_blocked(t, &attr, fn, arg);
     pthread_attr_destroy(&attr);
     return rc;
 }
