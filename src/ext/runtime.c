@@ -94,16 +94,24 @@ int calx_runtime_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *), voi
     return start_blocked(t, NULL, fn, arg);
 }
 
-/* The CPU a forked child's threads start on (-1: none), and the affinity
-   they get back at the pin's end: the main thread's at the restart.  home
-   is written before cpu is published, and read after it is taken. */
+/* The CPU a forked child's threads start on (-1: none), the affinity they
+   get back at the pin's end (the main thread's at the restart), and the
+   kernel ids of the threads started pinned.  cpu is read without mu only
+   to return early once the pin has ended; a thread is started and its id
+   recorded under mu, so an end can never miss one that is starting. */
 static struct {
+    pthread_mutex_t mu;
     atomic_int cpu;
     cpu_set_t home;
-} pin = {.cpu = -1};
+    int tids[4];
+    int ntids;
+} pin = {.mu = PTHREAD_MUTEX_INITIALIZER, .cpu = -1};
 
 void calx_runtime_pin_begin(void)
 {
+    /* The child's only thread: the parent's lock state means nothing. */
+    pthread_mutex_init(&pin.mu, NULL);
+    pin.ntids = 0;
     int cpu = sched_getcpu();
     if (cpu < 0 ||
         pthread_getaffinity_np(pthread_self(), sizeof pin.home, &pin.home) != 0)
@@ -113,29 +121,39 @@ void calx_runtime_pin_begin(void)
 
 int calx_runtime_thread_start_near(pthread_t *t, void *(*fn)(void *), void *arg)
 {
-    int cpu = atomic_load(&pin.cpu);
-    if (cpu < 0)
+    if (atomic_load(&pin.cpu) < 0)
         return start_blocked(t, NULL, fn, arg);
+    pthread_mutex_lock(&pin.mu);
+    int cpu = atomic_load(&pin.cpu);
     pthread_attr_t attr;
     cpu_set_t one;
     CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    if (pthread_attr_init(&attr) != 0)
-        return start_blocked(t, NULL, fn, arg);
-    pthread_attr_setaffinity_np(&attr, sizeof one, &one);
-    int rc = start_blocked(t, &attr, fn, arg);
-    pthread_attr_destroy(&attr);
-    return rc;
+    if (cpu >= 0 && pin.ntids < (int)(sizeof pin.tids / sizeof pin.tids[0]) &&
+        pthread_attr_init(&attr) == 0) {
+        CPU_SET(cpu, &one);
+        pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+        int rc = start_blocked(t, &attr, fn, arg);
+        pthread_attr_destroy(&attr);
+        int tid = rc == 0 ? calx_runtime_thread_tid(*t) : 0;
+        if (tid > 0)
+            pin.tids[pin.ntids++] = tid;
+        pthread_mutex_unlock(&pin.mu);
+        return rc;
+    }
+    pthread_mutex_unlock(&pin.mu);
+    return start_blocked(t, NULL, fn, arg);
 }
 
-void calx_runtime_pin_end(int tid, int other_tid)
+void calx_runtime_pin_end(void)
 {
-    if (atomic_load(&pin.cpu) < 0 || atomic_exchange(&pin.cpu, -1) < 0)
+    if (atomic_load(&pin.cpu) < 0)
         return;
-    if (tid > 0)
-        sched_setaffinity(tid, sizeof pin.home, &pin.home);
-    if (other_tid > 0)
-        sched_setaffinity(other_tid, sizeof pin.home, &pin.home);
+    pthread_mutex_lock(&pin.mu);
+    if (atomic_exchange(&pin.cpu, -1) >= 0)
+        for (int i = 0; i < pin.ntids; i++)
+            sched_setaffinity(pin.tids[i], sizeof pin.home, &pin.home);
+    pin.ntids = 0;
+    pthread_mutex_unlock(&pin.mu);
 }
 
 int calx_runtime_thread_tid(pthread_t t)

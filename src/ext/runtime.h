@@ -65,11 +65,12 @@ int calx_runtime_thread_start_unsignalled(pthread_t *t, void *(*fn)(void *), voi
  *
  * begin: in the child's restart, GIL held, before its threads start;
  * thread_start_near: as thread_start_unsignalled, pinned while the pin
- * lasts; end: from the sampler thread at its tick, for the threads by
- * these kernel ids (0: none); a no-op once ended, or never begun. */
+ * lasts; end: gives every thread started pinned the main thread's
+ * affinity, from the sampler thread at its tick or when the threads are
+ * stopped, before they are joined; a no-op once ended, or never begun. */
 void calx_runtime_pin_begin(void);
 int calx_runtime_thread_start_near(pthread_t *t, void *(*fn)(void *), void *arg);
-void calx_runtime_pin_end(int tid, int other_tid);
+void calx_runtime_pin_end(void);
 
 /* The kernel thread id of a thread just created (0 if unknown). */
 int calx_runtime_thread_tid(pthread_t t);

@@ -2117,7 +2117,7 @@ static void *sampler_main(void *arg)
         now = cal_clock_now_ns();
         if (now >= next_tick) {
             /* A forked child's first tick: its threads leave its CPU. */
-            calx_runtime_pin_end(gettid(), calx_signals_helper_tid());
+            calx_runtime_pin_end();
             next_tick = (next_tick + 1000000 < now ? now : next_tick) + tick_gap(&rng);
             served = atomic_load(&E.served);
             tick();
@@ -2366,6 +2366,7 @@ enum stop_how {
    profile stays as it is. */
 static void threads_stop(enum stop_how how)
 {
+    calx_runtime_pin_end(); /* while the ids it reads are still theirs */
     int helper = how == STOP_FORK && calx_signals_fork_ask();
     int sampler = E.thread_started;
     if (sampler) {

@@ -293,8 +293,6 @@ int calx_signals_is_helper(unsigned long ident, int tid)
            (tid && tid == atomic_load(&S.helper_tid));
 }
 
-int calx_signals_helper_tid(void) { return atomic_load(&S.helper_tid); }
-
 void calx_signals_after_fork_child(void)
 {
     if (!S.running)

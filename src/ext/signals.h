@@ -38,9 +38,6 @@ void calx_signals_fork_after_parent(void);
    The sampler leaves it out: it is the profiler's own. */
 int calx_signals_is_helper(unsigned long ident, int tid);
 
-/* The helper's kernel id, or 0 if there is none (any thread). */
-int calx_signals_helper_tid(void);
-
 /* In a forked child (pthread_atfork): the helper thread is gone; give the
    signals back until calx_signals_start is called again. */
 void calx_signals_after_fork_child(void);
