@@ -457,11 +457,18 @@ def test_native_threads_of_libraries_are_counted(run_calipers):
     arrays, and its system time was 0 to 0.1 s run to run, with or without
     calipers (the program's own getrusage() agreed with the profile each
     time) against ~0.06 s of user time: a bound on native / (native +
-    system) failed two runs in three."""
+    system) failed two runs in three.
+
+    Ticks 2 ms apart: the sort line takes 0.05-0.1 s, 5-9 ticks at the
+    default 10 ms, and one tick read as Python there is 11-17% of the line
+    (the same sort in a loop of 30 read 0.1-1.2% Python on 3.9 and 3.13):
+    on 3.9 one run in twenty-four failed so, under load, and none of 54 at
+    2 ms (at most 1.3% Python on either line)."""
     prog = PROGRAMS / "blas.py"
     # Two BLAS threads, whatever the machine's CPU count: one is a thread
     # the library starts and Python never sees.
-    run = run_calipers(prog, TRUTH, env={"OPENBLAS_NUM_THREADS": "2"})
+    run = run_calipers(prog, TRUTH, options=["--interval", "2ms"],
+                       env={"OPENBLAS_NUM_THREADS": "2"})
     assert run.returncode == 0, run.stderr
     truth = run.truth["process_cpu"]
     lines = run.lines("blas.py")

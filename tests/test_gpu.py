@@ -50,7 +50,14 @@ def check_program_unchanged(run):
     idle, busy = funcs["idle"]["total"], funcs["busy"]["total"]
     phases = cpu(idle) + cpu(busy)
     assert phases == pytest.approx(run.truth["loop_cpu_s"], rel=0.1, abs=0.05), (idle, busy)
-    assert idle["python_s"] + busy["python_s"] >= 0.8 * phases, (idle, busy)
+    # Mostly Python, not all: each turn of the loops is half a call to
+    # perf_counter(), and a tick that finds the thread still inside it is
+    # native (INTERNALS, "Native calls without a threshold").  Its share
+    # has no truth here (test_cpu's programs measure theirs): 4-11% quiet
+    # on 3.13, 20% once in a loaded CI run, which a floor of 80% Python
+    # failed.  Half catches a split gone wrong without asking for less
+    # native than there is.
+    assert idle["python_s"] + busy["python_s"] >= 0.5 * phases, (idle, busy)
 
 
 def check_phases(run):
