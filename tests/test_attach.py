@@ -1,7 +1,7 @@
 """calipers attach PID: a running program calipers did not start is
 profiled for a while and left as it was (same output, same exit status,
 its hooks and sys.path as before).  Python 3.14+ through sys.remote_exec;
-3.9-3.13 through gdb (skipped where there is none)."""
+3.9-3.13 through calipers' own injector (ptrace, x86-64)."""
 
 import json
 import os
@@ -15,11 +15,6 @@ import pytest
 
 from conftest import LAUNCHER, PROGRAMS, cpu, line_of, validate
 
-REMOTE_EXEC = hasattr(sys, "remote_exec")
-needs_remote_exec = pytest.mark.skipif(
-    not REMOTE_EXEC and not shutil.which("gdb"),
-    reason="calipers attach needs sys.remote_exec (Python 3.14+) or, before 3.14, gdb, "
-    "which is not on PATH")
 
 
 def start(program, *args):
@@ -45,7 +40,6 @@ def one_line_error(proc, *words):
         assert word in proc.stderr, proc.stderr
 
 
-@needs_remote_exec
 def test_attach_profiles_a_busy_program_and_leaves_it_unchanged(tmp_path):
     program = PROGRAMS / "attach_busy.py"
     out = tmp_path / "attached.json"
@@ -81,7 +75,6 @@ def test_attach_profiles_a_busy_program_and_leaves_it_unchanged(tmp_path):
     assert hot["memory"]["alloc_python_bytes"] > 0, hot["memory"]
 
 
-@needs_remote_exec
 def test_attach_to_a_blocked_program_times_out_and_leaves_it_unchanged(tmp_path):
     # Its main thread sleeps through calipers' wait: the request is
     # withdrawn; the program, when it wakes, runs the script, which finds
@@ -141,16 +134,20 @@ def test_attach_usage_errors():
         assert proc.stderr.count("\n") == 1, proc.stderr
 
 
-@pytest.mark.skipif(REMOTE_EXEC, reason="this Python has sys.remote_exec: gdb is not needed")
-def test_attach_before_python_314_without_gdb_says_what_is_missing():
-    target = start("attach_sleeper.py", "2")
+def test_attach_needs_no_debugger_on_path(tmp_path):
+    # Before 3.14 calipers queues its request itself (ptrace), as
+    # sys.remote_exec does from 3.14: nothing but the Python is on PATH.
+    done = tmp_path / "done"
+    target = start("attach_busy.py", done)
     try:
-        proc = attach("--duration", "1", target.pid,
+        proc = attach("--duration", "0.5", "-o", tmp_path / "p.json", target.pid,
                       env={"PATH": os.path.dirname(sys.executable)})
     finally:
+        done.touch()
         stdout, stderr = target.communicate(timeout=60)
-    one_line_error(proc, "needs gdb (not found on PATH)")
-    assert (stdout, stderr, target.returncode) == ("woke\n", "", 5)
+    assert proc.returncode == 0, proc.stderr
+    assert (stderr, target.returncode) == ("", 7)
+    validate(json.loads((tmp_path / "p.json").read_text()))
 
 
 def _readable_by_all(path):
@@ -181,7 +178,6 @@ def _system_python():
     return None
 
 
-@needs_remote_exec
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
                     reason="needs root and setpriv to run the target as another user")
 def test_root_attaches_to_another_users_process(tmp_path):
@@ -218,3 +214,52 @@ def test_root_attaches_to_another_users_process(tmp_path):
     lines = [(cpu(ln), ln["line"]) for f in profile["files"]
              if Path(f["path"]).name == program.name for ln in f["lines"]]
     assert max(lines)[1] == line_of(program, "HOT")
+
+
+def test_injection_leaves_the_main_thread_as_it_was(tmp_path):
+    """The injector (before 3.14 calipers attach's way in; exercised here
+    on every version) stops the main thread wherever it is, makes two calls
+    in it and puts it back: a C loop whose values live in vector and
+    general registers gives the same result as in this process however
+    often it is interrupted, a raw read(2) it is stopped in goes on and
+    returns its byte (no EINTR the program would not otherwise see), and
+    every queued piece of code runs once, in the program's main thread."""
+    import ctypes
+
+    lib = tmp_path / "inject_state.so"
+    avx2 = "avx2" in Path("/proc/cpuinfo").read_text().split()
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC"] + (["-mavx2"] if avx2 else [])
+                   + [str(PROGRAMS / "inject_state.c"), "-o", str(lib)], check=True)
+    spin = ctypes.CDLL(str(lib)).spin
+    spin.restype, spin.argtypes = ctypes.c_double, [ctypes.c_long]
+    n = 60_000_000  # 0.1-0.2 s a round here
+    expected = spin(n)
+    target = subprocess.Popen([sys.executable, str(PROGRAMS / "inject_state.py"), str(lib), "6",
+                               str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    code = "import sys\nsys.stdout.write('ran\\n')\nsys.stdout.flush()\n"
+    from calipers import _calipers
+
+    try:
+        assert target.stdout.readline() == "ready\n"
+        statuses = []
+        for _ in range(20):  # while it spins
+            statuses.append(_calipers.inject_pending_code(target.pid, code, 30))
+            time.sleep(0.01)
+        lines = []
+        while not lines or lines[-1] != "reading\n":
+            lines.append(target.stdout.readline())
+            assert lines[-1], lines
+        time.sleep(0.2)  # in read(2) now, or about to be
+        statuses.append(_calipers.inject_pending_code(target.pid, code, 30))
+        stdout, stderr = target.communicate("x", timeout=60)
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+    assert statuses == [(0, "")] * 21, statuses
+    lines += stdout.splitlines(keepends=True)
+    assert [ln for ln in lines if ln.startswith("spun")] == ["spun %r\n" % expected] * 6, lines
+    assert lines.count("ran\n") == 21, lines
+    assert lines[-2:] == ["ran\n", "read 1\n"], lines  # run as read(2) returns
+    assert (stderr, target.returncode) == ("", 0)

@@ -2,7 +2,7 @@
 
 Both sides live here.  The command line's side (attach()) checks the
 target, makes a private exchange directory, and asks the target, through
-sys.remote_exec (PEP 768, Python 3.14+) or gdb (before), to run a small script that
+sys.remote_exec (PEP 768, Python 3.14+) or ptrace (before), to run a small script that
 starts calipers.start() inside it; after --duration (or Ctrl-C) a second
 script stops it.  The target writes its profile into the exchange
 directory; the command line copies it to -o FILE and prints the report.
@@ -193,16 +193,7 @@ def check_target(pid):
         raise AttachError("process %d runs Python %d.%d%s and this calipers runs on %d.%d%s: "
                           "attach with that Python's calipers (python%d.%d%s -m calipers "
                           "attach %d)" % ((pid,) + theirs + ours + theirs + (pid,)))
-    if not hasattr(sys, "remote_exec") and not _gdb():
-        raise AttachError("attaching to Python %d.%d needs gdb (not found on PATH); Python "
-                          "3.14 or later needs nothing (sys.remote_exec)" % sys.version_info[:2])
     return st[1]
-
-
-def _gdb():
-    import shutil
-
-    return shutil.which("gdb")
 
 
 def _program(pid):
@@ -325,7 +316,7 @@ def _request(ex, pid, start, kind, call):
     ex.create(kind + ".py", script, 0o600)
     path = os.path.join(ex.path, kind + ".py")
     if not hasattr(sys, "remote_exec"):
-        _inject_with_gdb(pid, start, path)
+        _inject(pid, start, path)
         return
     try:
         sys.remote_exec(pid, path)
@@ -338,67 +329,39 @@ def _request(ex, pid, start, kind, call):
         raise AttachError("cannot attach to process %d: %s" % (pid, _printable(str(exc))))
 
 
-#: How long gdb may take to attach, make its calls and detach.
-GDB_WAIT = 60
+#: How long the target's main thread may take to stop and make the two
+#: calls that queue the request.
+INJECT_WAIT = 30
 
 #: What the target runs as a pending call (below): the script, in a fresh
 #: namespace, every exception caught (a pending call that fails would raise
 #: SystemError in the program), binding no name in __main__.
-_GDB_CODE = "try:\n exec(open(%r).read(), {})\nexcept BaseException:\n pass\n"
+_PENDING_CODE = "try:\n exec(open(%r).read(), {})\nexcept BaseException:\n pass\n"
 
 
-def _inject_with_gdb(pid, start, path):
+def _inject(pid, start, path):
     """Before Python 3.14: have the target run the script at `path` the way
-    sys.remote_exec would, through gdb.  gdb writes the code to run into a
-    page it maps in the target (mmap: no malloc, whose locks a thread of
-    the target may hold where it stopped) and queues PyRun_SimpleString of
-    it as a pending call (Py_AddPendingCall, callable without the GIL from
-    any thread); then it detaches, leaving no breakpoint.  The main thread
-    runs it at its next eval-breaker check, holding the GIL, as for
-    remote_exec.  The page (one per request) stays mapped."""
-    import subprocess
+    sys.remote_exec would.  The engine (inject.c) stops the target's main
+    thread with ptrace, maps a page in it, writes the code there and queues
+    PyRun_SimpleString of it as a pending call (Py_AddPendingCall), then
+    puts the thread back as it was.  The main thread runs it at its next
+    eval-breaker check, holding the GIL, as for remote_exec.  The page (one
+    per request) stays mapped."""
+    from calipers import _calipers
 
-    code = (_GDB_CODE % path).encode("utf-8") + b"\0"
-    if len(code) > 4096:
-        raise AttachError("the exchange directory's path is too long for gdb injection")
-    commands = ["set confirm off", "set pagination off", "set unwindonsignal on",
-                "set $calipers_page = (char *) mmap((void *) 0, 4096, 3, 34, -1, (long) 0)",
-                "printf \"calipers-page %lu\\n\", (unsigned long) $calipers_page"]
-    commands += ["set *(unsigned char *) ($calipers_page + %d) = %d" % (i, b)
-                 for i, b in enumerate(code)]
-    commands += ["printf \"calipers-queued %d\\n\", (int) Py_AddPendingCall("
-                 "(int (*)(void *)) PyRun_SimpleString, (void *) $calipers_page)",
-                 "detach", "quit"]
-    argv = [_gdb(), "-batch", "-nx", "-nh", "-iex", "set auto-load off",
-            "-iex", "set debuginfod enabled off", "-p", str(pid)]
-    for command in commands:
-        argv += ["-ex", command]
-    try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=GDB_WAIT, env=dict(os.environ, LC_ALL="C"))
-    except subprocess.TimeoutExpired:
-        raise AttachError("gdb did not finish attaching to process %d within %d s"
-                          % (pid, GDB_WAIT))
-    except OSError as exc:
-        raise AttachError("cannot run gdb: %s" % (exc.strerror or exc))
-    out = proc.stdout.decode("utf-8", "replace")
-    page = [line.split()[1] for line in out.splitlines() if line.startswith("calipers-page ")]
-    queued = [line.split()[1] for line in out.splitlines()
-              if line.startswith("calipers-queued ")]
-    if queued == ["0"] and page and page[0] not in ("0", "18446744073709551615"):
+    code = _PENDING_CODE % path
+    if len(code.encode("utf-8")) >= 4096:
+        raise AttachError("the exchange directory's path is too long to attach")
+    status, why = _calipers.inject_pending_code(pid, code, INJECT_WAIT)
+    if status == 0:
         return
-    if not _alive(pid, start):
+    if status == 2 or not _alive(pid, start):
         raise AttachError("process %d ended before calipers could attach" % pid)
-    err = proc.stderr.decode("utf-8", "replace")
-    for line in err.splitlines():
-        if "ptrace" in line and ("not permitted" in line or "Permission" in line):
-            raise AttachError("no permission to attach to process %d with gdb (ptrace: "
-                              "run calipers as its user or as root)" % pid)
-    why = [line for line in err.splitlines()
-           if line.strip() and not line.startswith(("warning:", "["))]
-    raise AttachError("gdb could not queue calipers' request in process %d: %s" % (
-        pid, _printable(why[-1] if why else "no answer (%s)" % (
-            "no memory mapped" if page else "mmap not called"))))
+    if status == 3:
+        raise AttachError("no permission to attach to process %d (ptrace: run calipers as "
+                          "its user or as root)" % pid)
+    raise AttachError("could not queue calipers' request in process %d: %s"
+                      % (pid, _printable(why)))
 
 
 def _wait_for(ex, pid, start, name, token, wait, withdraw=True):

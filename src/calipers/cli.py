@@ -257,8 +257,8 @@ seconds have passed (default: until Ctrl-C), then print the report as
 `calipers run` does.  The process goes on running, unchanged, after.
 
 calipers starts its engine inside the process, at its next Python
-instruction, with sys.remote_exec on Python 3.14 or later, through gdb
-before (gdb must be installed).  The process must run the same Python
+instruction, with sys.remote_exec on Python 3.14 or later, through ptrace
+before (x86-64 only there).  The process must run the same Python
 version as calipers, and be yours (or you root).  A process blocked in a
 long C call or a sleep is left alone with a one-line error.
 

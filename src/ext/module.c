@@ -19,6 +19,7 @@
 #include "gpu.h"
 #include "heapdump.h"
 #include "heapscan.h"
+#include "inject.h"
 #include "memory.h"
 #include "pyinternals.h"
 #include "runtime.h"
@@ -781,12 +782,32 @@ static PyObject *py_layout_problem(PyObject *self, PyObject *noargs)
     return PyUnicode_FromString(why);
 }
 
+static PyObject *py_inject_pending_code(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int pid;
+    const char *code;
+    double timeout_s;
+    if (!PyArg_ParseTuple(args, "isd", &pid, &code, &timeout_s))
+        return NULL;
+    char err[256] = "";
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc =
+        calx_inject_pending_code(pid, code, timeout_s, err, sizeof err);
+    Py_END_ALLOW_THREADS return Py_BuildValue("is", rc, err);
+}
+
 static PyMethodDef methods[] = {
     {"layout_problem", py_layout_problem, METH_NOARGS,
      "layout_problem() -> str or None\n\nWhy this interpreter's frames are not read "
      "(then time and\n"
      "memory are not credited to lines), or None when they are."},
     {"memory_redirected", py_memory_redirected, METH_NOARGS, memory_redirected_doc},
+    {"inject_pending_code", py_inject_pending_code, METH_VARARGS,
+     "inject_pending_code(pid, code, timeout_s) -> (status, why)\n\n"
+     "Have process pid's main thread run code (PyRun_SimpleString) as a pending\n"
+     "call, queued through ptrace.  status: 0 queued, 1 failed (why says how),\n"
+     "2 the process ended, 3 ptrace not permitted.  x86-64 only."},
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
      start_doc},
     {"stop", py_stop, METH_VARARGS,
