@@ -93,6 +93,23 @@ def total(rec):
     return cpu(rec) + rec["waiting_s"]
 
 
+def cpu_mark():
+    """The machine's idle and total CPU time so far (/proc/stat), for
+    idle_share_since()."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return ticks[3] + ticks[4], sum(ticks)  # idle + iowait, all
+
+
+def idle_share_since(mark):
+    """The share of the machine's CPU time left idle since cpu_mark() gave
+    `mark`: what a test that needs the machine not busier than its CPUs
+    asks, over exactly its run (the load average trails by a minute: a CI
+    tier that had just started read 1.2 on 2 CPUs with both busy)."""
+    idle, every = cpu_mark()
+    return (idle - mark[0]) / max(1, every - mark[1])
+
+
 def build_extension(name, out_dir):
     """Build tests/programs/NAME.c as the Python extension module NAME in
     out_dir, for this interpreter; returns out_dir (to put on the path)."""

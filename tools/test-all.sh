@@ -8,6 +8,8 @@
 #   2. for each CPython 3.9-3.14 on the machine (tools/pythons.sh): a fresh
 #      virtual environment, `pip install .[test]` (the real wheel build), and
 #      pytest, which runs real programs under the profiler;
+#   2b. the accuracy tier (tests/accuracy): programs that measure their own
+#      truth, run many times, on the oldest CPython and the newest with a GIL;
 #   3. the shim built with UBSan, preloaded into real programs;
 #   3b. the newest CPython with a build that pretends not to know its frame
 #      layouts (what a release newer than calipers gets);
@@ -92,7 +94,14 @@ fi
 for py in $pythons; do
     v=$("$py" -c 'import sys, sysconfig; print("%d.%d" % sys.version_info[:2] + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
     venv="build/venv-$v"
-    run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q -Csetup-args=-Dwerror=true '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider -m 'not browser and not unknown_layout'"
+    run_tier "python-$v" sh -c "'$py' -m venv '$venv' && '$venv/bin/python' -m pip install -q --upgrade pip && '$venv/bin/python' -m pip install -q -Csetup-args=-Dwerror=true '.[test]' && cd tests && '../$venv/bin/python' -m pytest -q -p no:cacheprovider -m 'not browser and not unknown_layout and not accuracy'"
+done
+
+# The accuracy tier: programs that measure their own truth, each run many
+# times (tests/accuracy), on the oldest Python and the newest with a GIL.
+for py in $( (echo "$pythons" | head -n 1; echo "$pythons" | grep -v 't$' | tail -n 1) | sort -u); do
+    v=$("$py" -c 'import sys, sysconfig; print("%d.%d" % sys.version_info[:2] + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
+    run_tier "accuracy-$v" sh -c "cd tests && '../build/venv-$v/bin/python' -m pytest -q -p no:cacheprovider -m accuracy accuracy"
 done
 
 # The HTML viewer in a real browser, once (the page does not depend on the
