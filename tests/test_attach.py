@@ -263,3 +263,26 @@ def test_injection_leaves_the_main_thread_as_it_was(tmp_path):
     assert lines.count("ran\n") == 21, lines
     assert lines[-2:] == ["ran\n", "read 1\n"], lines  # run as read(2) returns
     assert (stderr, target.returncode) == ("", 0)
+
+
+@pytest.mark.skipif(hasattr(sys, "remote_exec"),
+                    reason="sys.remote_exec writes the request without tracing the process")
+def test_attach_to_a_traced_process_names_its_tracer(tmp_path):
+    # A process traces at most one tracer: calipers says which holds it.
+    target = start("attach_sleeper.py", "3")
+    tracer = subprocess.Popen(
+        [sys.executable, "-c", "import ctypes, sys, time\n"
+         "libc = ctypes.CDLL(None, use_errno=True)\n"
+         "ok = libc.ptrace(0x4206, int(sys.argv[1]), None, None) == 0\n"  # PTRACE_SEIZE
+         "print('seized' if ok else 'failed', flush=True)\ntime.sleep(30)\n", str(target.pid)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert tracer.stdout.readline() == "seized\n"
+        proc = attach("--duration", "1", "-o", tmp_path / "p.json", target.pid)
+    finally:
+        tracer.kill()
+        tracer.wait()
+        stdout, stderr = target.communicate(timeout=60)
+    one_line_error(proc, "no permission to attach to process %d" % target.pid,
+                   "being traced by process %d" % tracer.pid)
+    assert (stdout, stderr, target.returncode) == ("woke\n", "", 5)

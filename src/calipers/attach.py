@@ -203,6 +203,27 @@ def _program(pid):
         return "unknown"
 
 
+def _why_denied(pid):
+    """Why ptrace refused, as far as /proc tells."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            tracer = next((int(line.split()[1]) for line in f
+                           if line.startswith("TracerPid:")), 0)
+    except (OSError, ValueError):
+        tracer = 0
+    if tracer:
+        return "it is being traced by process %d, a debugger or strace?" % tracer
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            scope = int(f.read())
+    except (OSError, ValueError):
+        scope = 0
+    if scope >= 1 and os.geteuid() != 0:
+        return ("kernel.yama.ptrace_scope is %d: only root%s may attach; run calipers as "
+                "root" % (scope, "" if scope >= 2 else " or the process's parent"))
+    return "ptrace: run calipers as its user or as root"
+
+
 def _printable(text):
     return "".join(c if c.isprintable() else "?" for c in text)
 
@@ -321,8 +342,7 @@ def _request(ex, pid, start, kind, call):
     try:
         sys.remote_exec(pid, path)
     except PermissionError:
-        raise AttachError("no permission to attach to process %d (ptrace: run calipers as "
-                          "its user or as root)" % pid)
+        raise AttachError("no permission to attach to process %d (%s)" % (pid, _why_denied(pid)))
     except (OSError, RuntimeError) as exc:
         if not _alive(pid, start):
             raise AttachError("process %d ended before calipers could attach" % pid)
@@ -358,8 +378,7 @@ def _inject(pid, start, path):
     if status == 2 or not _alive(pid, start):
         raise AttachError("process %d ended before calipers could attach" % pid)
     if status == 3:
-        raise AttachError("no permission to attach to process %d (ptrace: run calipers as "
-                          "its user or as root)" % pid)
+        raise AttachError("no permission to attach to process %d (%s)" % (pid, _why_denied(pid)))
     raise AttachError("could not queue calipers' request in process %d: %s"
                       % (pid, _printable(why)))
 
