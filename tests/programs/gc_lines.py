@@ -55,10 +55,12 @@ def worker(n):
 def full_collections(k):
     """k collections of every generation, each with garbage cycles to free:
     what gc.collect() found unreachable (collected + uncollectable) and how
-    long each took (wall time: a pause), in order."""
+    long each took (wall time: a pause), in order.  40 000 cycles: under
+    calipers each collection then takes 20-45 ms (3.9, an Intel Xeon), over
+    the 30 ticks of 0.5 ms test_gc.py asks for (20 000 took 13-28 ms there)."""
     found, took = [], []
     for _ in range(k):
-        junk = [[] for _ in range(20000)]
+        junk = [[] for _ in range(40000)]
         for x in junk:
             x.append(x)
         junk = None
