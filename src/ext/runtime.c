@@ -126,22 +126,23 @@ int calx_runtime_thread_start_near(pthread_t *t, void *(*fn)(void *), void *arg)
     pthread_mutex_lock(&pin.mu);
     int cpu = atomic_load(&pin.cpu);
     pthread_attr_t attr;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    if (cpu >= 0 && pin.ntids < (int)(sizeof pin.tids / sizeof pin.tids[0]) &&
-        pthread_attr_init(&attr) == 0) {
+    int pinned = cpu >= 0 && pin.ntids < (int)(sizeof pin.tids / sizeof pin.tids[0]) &&
+                 pthread_attr_init(&attr) == 0;
+    if (pinned) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
         CPU_SET(cpu, &one);
         pthread_attr_setaffinity_np(&attr, sizeof one, &one);
-        int rc = start_blocked(t, &attr, fn, arg);
+    }
+    int rc = start_blocked(t, pinned ? &attr : NULL, fn, arg);
+    if (pinned) {
         pthread_attr_destroy(&attr);
         int tid = rc == 0 ? calx_runtime_thread_tid(*t) : 0;
         if (tid > 0)
             pin.tids[pin.ntids++] = tid;
-        pthread_mutex_unlock(&pin.mu);
-        return rc;
     }
     pthread_mutex_unlock(&pin.mu);
-    return start_blocked(t, NULL, fn, arg);
+    return rc;
 }
 
 void calx_runtime_pin_end(void)
