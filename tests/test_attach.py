@@ -268,8 +268,12 @@ def test_injection_leaves_the_main_thread_as_it_was(tmp_path):
 @pytest.mark.skipif(hasattr(sys, "remote_exec"),
                     reason="sys.remote_exec writes the request without tracing the process")
 def test_attach_to_a_traced_process_names_its_tracer(tmp_path):
-    # A process traces at most one tracer: calipers says which holds it.
+    # A process traces at most one tracer: calipers says which holds it,
+    # and leaves no exchange directory behind (the request never reached
+    # the target).
     target = start("attach_sleeper.py", "3")
+    exchanges = tmp_path / "tmp"
+    exchanges.mkdir()
     tracer = subprocess.Popen(
         [sys.executable, "-c", "import ctypes, sys, time\n"
          "libc = ctypes.CDLL(None, use_errno=True)\n"
@@ -278,7 +282,8 @@ def test_attach_to_a_traced_process_names_its_tracer(tmp_path):
         stdout=subprocess.PIPE, text=True)
     try:
         assert tracer.stdout.readline() == "seized\n"
-        proc = attach("--duration", "1", "-o", tmp_path / "p.json", target.pid)
+        proc = attach("--duration", "1", "-o", tmp_path / "p.json", target.pid,
+                      env={"TMPDIR": str(exchanges)})
     finally:
         tracer.kill()
         tracer.wait()
@@ -286,3 +291,4 @@ def test_attach_to_a_traced_process_names_its_tracer(tmp_path):
     one_line_error(proc, "no permission to attach to process %d" % target.pid,
                    "being traced by process %d" % tracer.pid)
     assert (stdout, stderr, target.returncode) == ("woke\n", "", 5)
+    assert not list(exchanges.iterdir())

@@ -243,6 +243,12 @@ class _Exchange:
             # regular files, never following a link.
             os.chown(self.path, self.uid, -1)
         self.abandoned = False
+        # Whether a request withdrawn before the target ran it keeps the
+        # directory: from 3.14 the target reads the script by its path
+        # (sys.remote_exec) and says on its standard error when it cannot;
+        # the code queued before 3.14 (_PENDING_CODE) runs nothing when
+        # the script is gone, so the directory can go at once.
+        self.script_must_stay = hasattr(sys, "remote_exec")
 
     def create(self, name, text, mode=0o600):
         fd = os.open(name, _CREATE, mode, dir_fd=self.fd)
@@ -296,11 +302,11 @@ class _Exchange:
 
     def remove(self):
         """Remove the directory, unless the target may still read it: a
-        start request not yet run is withdrawn (the script, run later,
-        removes the directory); a stop request not yet run stays, so that
-        the target stops when it can (a second Ctrl-C)."""
+        start request not yet run is withdrawn (from 3.14 the script, run
+        later, removes the directory); a stop request not yet run stays, so
+        that the target stops when it can (a second Ctrl-C)."""
         if self.exists("start.token") and self.withdraw("start.token"):
-            self.abandoned = True
+            self.abandoned |= self.script_must_stay
         if self.exists("stop.token"):
             self.abandoned = True
         if self.abandoned:
@@ -342,6 +348,8 @@ def _request(ex, pid, start, kind, call):
     try:
         sys.remote_exec(pid, path)
     except PermissionError:
+        # Refused before anything was written into the target.
+        ex.withdraw(kind + ".token")
         raise AttachError("no permission to attach to process %d (%s)" % (pid, _why_denied(pid)))
     except (OSError, RuntimeError) as exc:
         if not _alive(pid, start):
@@ -403,9 +411,10 @@ def _wait_for(ex, pid, start, name, token, wait, withdraw=True):
                 "no Python code (blocked in a C call, a sleep or a lock?); it stops and writes "
                 "its profile to %s/profile.json when it next does" % (pid, wait, ex.path))
         if time.monotonic() > deadline and ex.exists(token) and ex.withdraw(token):
-            # The target still holds the script's path: the directory stays
-            # for it to read, and the script, finding no token, removes it.
-            ex.abandoned = True
+            # From 3.14 the target still holds the script's path: the
+            # directory stays for it to read, and the script, finding no
+            # token, removes it.
+            ex.abandoned = ex.script_must_stay
             raise AttachError(
                 "process %d did not run calipers' request within %.0f s: its main thread "
                 "runs no Python code (blocked in a C call, a sleep or a lock?); it is left "
