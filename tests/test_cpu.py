@@ -83,15 +83,17 @@ def test_native_calls_of_microseconds_are_native(run_calipers):
     """C calls of 15-35 us (a SHA-256, a failing regex search, a Decimal
     square root), each between ~5 us of bytecode: far under the 50 us
     threshold on how late the main thread answers, which read them 0%
-    native.  From 3.13 a tick answered from inside the call instruction
-    the peek found is native (INTERNALS, "Native calls without a
-    threshold").  What it still loses is a call's last 0.5-3 us (from the
-    peek to the queued call, longer after a long gap between ticks on this
-    virtual machine): measured -12 to -2 points on 3.13-3.14t here, -5 to
-    -7 beside two busy processes.  Before 3.13 the rule is not used (it
-    cannot tell a short call revisited in a loop), nor on the
-    free-threaded build yet, and these calls still read as Python: only
-    the absence of false native is checked there.
+    native.  A tick answered from inside the call instruction the peek
+    found is native (INTERNALS, "Native calls without a threshold").
+    What it still loses is a call's end from the peek to the queued call
+    (0.5-3 us from 3.11, longer after a long gap between ticks on this
+    virtual machine; longer still on 3.9/3.10, whose peek reads each frame
+    with a system call): measured -12 to -2 points on 3.13-3.14t here, -5
+    to -7 beside two busy processes, -7 to -11 on 3.11/3.12, -29 to -49 on
+    3.9/3.10 (22 us calls, 0.79 native).  3.9/3.10 are held to a quarter
+    of the truth.  Not on the free-threaded build yet, where these calls
+    still read as Python: only the absence of false native is checked
+    there.
     At 2 ms over ~3 s (1500 ticks) the share's standard error is about
     1.5 points; the program's own truth moves by about 2."""
     prog = PROGRAMS / "medium_calls.py"
@@ -123,8 +125,10 @@ def test_native_calls_of_microseconds_are_native(run_calipers):
     # that had just started through, at 0.48 of 0.82.)
     main = next(t for t in run.profile["threads"] if t["main"])
     quiet = main["preempted_s"] <= 0.05 * cpu(main) and idle >= 0.25
-    if sys.version_info >= (3, 13) and not sysconfig.get_config_var("Py_GIL_DISABLED") \
-            and quiet:
+    if not sysconfig.get_config_var("Py_GIL_DISABLED") and quiet:
+        if sys.version_info < (3, 11):
+            assert share >= truth / 4, (share, truth, main)
+            return
         assert share >= truth - 0.25, (share, truth, main)
         for rec in calls:
             assert rec["native_s"] >= 0.5 * (rec["native_s"] + rec["python_s"]), rec

@@ -877,7 +877,16 @@ int calx_main_looked_sigsafe(void)
                                           _PY_SIGNALS_PENDING_BIT);
     return (was & _PY_SIGNALS_PENDING_BIT) == 0;
 #else
-    return -1;
+    /* The runtime's flag, and the interpreter's one eval breaker with it,
+       as SIGNAL_PENDING_SIGNALS does.  Only the main thread clears the
+       flag (handle_signals); a thread that takes the GIL computes the
+       breaker again, counting the flag only if it is the main thread
+       (COMPUTE_EVAL_BREAKER, Python/ceval_gil.c), so the other threads
+       pay at most one look each until then, as for a real signal. */
+    int was = __atomic_exchange_n((int *)&_PyRuntime.ceval.signals_pending._value, 1,
+                                  __ATOMIC_SEQ_CST);
+    _Py_atomic_store_relaxed(&PyInterpreterState_Main()->ceval.eval_breaker, 1);
+    return was == 0;
 #endif
 }
 

@@ -193,10 +193,11 @@ int calx_main_call_unsignalled_sigsafe(void);
    Async-signal-safe. */
 int calx_main_probe_sigsafe(void);
 
-/* The same look, on every build from 3.13 (where each thread has its own
-   eval breaker): 1 if the main thread looked at its eval breaker since
-   the last call (of this or of calx_main_probe_sigsafe), 0 if not; sets
-   the bit again.  -1 before 3.13.  Async-signal-safe. */
+/* The same look, on every build: 1 if the main thread looked at its eval
+   breaker since the last call (of this or of calx_main_probe_sigsafe), 0
+   if not; sets the bit again.  Before 3.13 the bit is the runtime's
+   "signals pending" flag, which only the main thread clears.  -1 where the
+   layout is unknown.  Async-signal-safe. */
 int calx_main_looked_sigsafe(void);
 
 /* This thread's thread state if it holds the GIL, else NULL.  Safe without
