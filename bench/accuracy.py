@@ -20,17 +20,20 @@ LIMIT = 120
 
 #: (test, program, environment variants, the profilers that report the metric)
 CASES = [
-    ("split", "split.py", [{}], ["calipers", "scalene"]),
+    ("split", "split.py", [{}], ["calipers", "scalene", "py-spy-native"]),
     ("bias", "bias.py", [{"BENCH_SHARE": "0.25"}, {"BENCH_SHARE": "0.75"}],
      ["calipers", "scalene", "py-spy", "pyinstrument"]),
     ("threads", "threads.py", [{}], ["calipers", "scalene", "py-spy", "pyinstrument"]),
-    ("threaded_c", "threaded_c.py", [{}], ["calipers", "scalene"]),
+    ("threaded_c", "threaded_c.py", [{}], ["calipers", "scalene", "py-spy-native"]),
+    ("medium_native", "medium_native.py", [{"BENCH_SCALE": "1"}, {"BENCH_SCALE": "4"}],
+     ["calipers", "scalene", "py-spy-native"]),
     ("peak512", "peak512.py", [{"BENCH_TOUCH": t} for t in ("0", "0.5", "1")],
      ["calipers", "scalene", "memray"]),
     ("alloc_lines", "alloc_lines.py", [{}], ["calipers", "scalene", "memray", "memray-python"]),
     ("leaks", "leaks.py", [{}], ["calipers", "scalene", "memray"]),
     ("copies", "copies.py", [{}], ["calipers", "scalene"]),
     ("generators", "generators.py", [{}], ["calipers", "scalene", "py-spy"]),
+    ("waiting", "waiting.py", [{}], ["calipers"]),
 ]
 TESTS = [c[0] for c in CASES]
 DESCRIBE = {
@@ -51,6 +54,14 @@ DESCRIBE = {
                   "of a 1.4 MB document with a pure-Python loop while the main thread "
                   "waits in join(); mean |reported - true| native share of the two "
                   "functions, pp.",
+    "medium_native": "native calls too short for a threshold on how late a thread answers: "
+                     "a SHA-256, a failing regular expression search and a decimal square "
+                     "root, each followed by a few microseconds of bytecode, in one "
+                     "function; calls of about 9 us, then (a second run) of about 60 us.  "
+                     "Truth: the same function's body run on empty inputs in turns with it "
+                     "(the same bytecode and calls, next to no C work; the program measured "
+                     "0.57 and 0.67 native).  |reported - true| native share of the function, "
+                     "mean of the two runs, pp.",
     "peak512": "the 512 MiB test (seed 000, section 6.3): one 512 MiB NumPy array of which "
                "0%, 50% and 100% is written; worst relative error of the allocating "
                "line's peak, %.",
@@ -68,6 +79,15 @@ DESCRIBE = {
                   "iterations, timed in the same functions; the lines also set each loop "
                   "up, so a right answer is at or a few points above it), mean of the "
                   "three, pp.  0 is right.",
+    "waiting": "waiting of two kinds, on one CPU: a line running Python while a thread "
+               "hashing without the GIL shares the CPU (runnable, often without the CPU: "
+               "preempted), then a line that sleeps (blocked).  Each line's time split "
+               "into running (its thread's CPU time), preempted and blocked, against the "
+               "program's clocks around it (wall and thread CPU time; the running line's "
+               "rest is preemption, the sleeping line's blocking); mean |reported - true| "
+               "share of the three parts of both lines, pp.  Only calipers splits waiting "
+               "so: py-spy counts a runnable thread as active, Scalene and pyinstrument "
+               "report no waiting of a line.",
 }
 
 
@@ -76,7 +96,8 @@ def describe():
     return "\n".join("- **%s**: %s" % (t, DESCRIBE[t]) for t in TESTS)
 #: Which configuration of bench/run.py runs each profiler here.
 CONFIG = {"calipers": "calipers", "scalene": "scalene", "memray": "memray",
-          "memray-python": "memray-python", "py-spy": "py-spy", "pyinstrument": "pyinstrument"}
+          "memray-python": "memray-python", "py-spy": "py-spy",
+          "py-spy-native": "py-spy-native", "pyinstrument": "pyinstrument"}
 PROFILERS = list(CONFIG)
 
 
@@ -114,7 +135,8 @@ class Report:
         self.cpu[function] = (p + python, n + native)
 
     def line(self, n):
-        return self.lines.setdefault(n, {"alloc": 0, "peak": 0, "copy": 0, "cpu": 0.0})
+        return self.lines.setdefault(n, {"alloc": 0, "peak": 0, "copy": 0, "cpu": 0.0,
+                                         "preempted": 0.0, "blocked": 0.0})
 
 
 def read_calipers(out, program):
@@ -133,6 +155,8 @@ def read_calipers(out, program):
             d["peak"] = max(d["peak"], m.get("live_peak_bytes", 0))
             d["copy"] += m.get("copied_bytes", 0)
             d["cpu"] += ln["python_s"] + ln["native_s"] + ln["system_s"]
+            d["preempted"] += ln.get("preempted_s", 0.0)
+            d["blocked"] += ln.get("waiting_s", 0.0) - ln.get("preempted_s", 0.0)
     r.leaks = [k["line"] for k in data.get("leaks", []) if mine(k["path"], program)]
     return r
 
@@ -210,6 +234,26 @@ def read_pyspy(out, program):
     return r
 
 
+def read_pyspy_native(out, program):
+    """py-spy's raw stacks with --native: a sample is native when its
+    innermost frame is not a Python function's (a frame of C code, named
+    by its symbol and library or source file)."""
+    r = Report()
+    for text in Path(out + ".txt").read_text().splitlines():
+        stack, _, count = text.rpartition(" ")
+        frames = []
+        for fr in stack.split(";"):
+            m = FRAME.match(fr)
+            python = bool(m) and m.group(2).endswith(".py")
+            frames.append((m.group(1), m.group(2), int(m.group(3))) if python else (fr, None, 0))
+        at = innermost_mine(frames[::-1], program)
+        if at:
+            native = frames[-1][1] is None
+            r.add_cpu(at[0], 0 if native else int(count), int(count) if native else 0)
+            r.line(at[1])["cpu"] += int(count)
+    return r
+
+
 def read_pyinstrument(out, program):
     """pyinstrument's JSON tree: a node's own time (its time less its
     children's) goes to the nearest frame of the program at or above it."""
@@ -230,7 +274,8 @@ def read_pyinstrument(out, program):
 
 
 READERS = {"calipers": read_calipers, "scalene": read_scalene, "memray": read_memray,
-           "memray-python": read_memray, "py-spy": read_pyspy, "pyinstrument": read_pyinstrument}
+           "memray-python": read_memray, "py-spy": read_pyspy,
+           "py-spy-native": read_pyspy_native, "pyinstrument": read_pyinstrument}
 
 
 # --- scores -----------------------------------------------------------------
@@ -289,6 +334,21 @@ def score_leaks(report, truth, marks):
     return [int(found), wrong]
 
 
+def score_waiting(report, truth, marks):
+    errors = []
+    for name, t in truth["lines"].items():
+        d = report.lines.get(marks[name])
+        if d is None:
+            return None
+        got = [d["cpu"], d["preempted"], d["blocked"]]
+        rest = max(0.0, t["wall_s"] - t["cpu_s"])
+        want = [t["cpu_s"], rest if name == "burn" else 0.0, rest if name == "sleep" else 0.0]
+        if sum(got) <= 0:
+            return None
+        errors += [abs(g / sum(got) - w / sum(want)) for g, w in zip(got, want)]
+    return pp(statistics.mean(errors))
+
+
 #: The functions of each shape in generators.py.
 SHAPES = {"gen": ["source", "work", "keep_even", "pipeline"],
           "co": ["co_leaf", "co_middle", "co_main"],
@@ -323,7 +383,7 @@ def score_generators(report, truth, marks):
 
 
 SCORES = {"split": score_split, "bias": score_bias, "threads": score_threads,
-          "threaded_c": score_split,
+          "threaded_c": score_split, "medium_native": score_split, "waiting": score_waiting,
           "peak512": score_bytes("peak"), "alloc_lines": score_bytes("alloc"),
           "leaks": score_leaks, "copies": score_bytes("copy"), "generators": score_generators}
 #: How variants of a test combine: peak512 reports its worst case.
@@ -388,7 +448,8 @@ def median_score(test, scores):
 
 
 UNITS = {"split": "pp", "bias": "pp", "threads": "pp", "threaded_c": "pp", "peak512": "%",
-         "alloc_lines": "%", "copies": "%", "generators": "pp"}
+         "alloc_lines": "%", "copies": "%", "generators": "pp", "medium_native": "pp",
+         "waiting": "pp"}
 
 
 def cell(test, r):

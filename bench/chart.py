@@ -61,8 +61,9 @@ def draw_accuracy(data, path, units):
     for r in data["results"].values():
         profilers += [p for p in r if p not in profilers]
     colours = plt.get_cmap("tab10")
-    fig, axes = plt.subplots(1, len(tests), figsize=(2.1 * len(tests), 3.6), dpi=110)
-    for ax, test in zip(axes, tests):
+    fig, axes = plt.subplots(1, len(tests), figsize=(2.1 * len(tests), 3.6), dpi=110,
+                             squeeze=False)  # one test: still a row of panels
+    for ax, test in zip(axes[0], tests):
         names, values, missed = [], [], []
         for p in profilers:
             r = data["results"][test].get(p)

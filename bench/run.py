@@ -118,7 +118,8 @@ NEEDS = {**{name: ["pyperformance"] for name in PYPERFORMANCE},
          "docutils": ["pyperformance", "docutils"], "sympy": ["pyperformance", "sympy"],
          "numpy_heavy": ["numpy"],
          "scalene-cpu": ["scalene"], "scalene": ["scalene"], "memray": ["memray"],
-         "memray-python": ["memray"], "py-spy": ["py-spy"], "pyinstrument": ["pyinstrument"],
+         "memray-python": ["memray"], "py-spy": ["py-spy"], "py-spy-native": ["py-spy"],
+         "pyinstrument": ["pyinstrument"],
          # the accuracy programs that import NumPy
          "split": ["numpy"], "peak512": ["numpy"], "alloc_lines": ["numpy"], "copies": ["numpy"]}
 QUICK = ["raytrace", "sympy", "alloc_heavy", "numpy_heavy"]
@@ -285,6 +286,9 @@ def command(config, prog, tmp):
     if config == "py-spy":
         return [venv_bin("py-spy"), "record", "-r", "100", "-f", "raw", "-o", out + ".txt",
                 "--", py] + prog
+    if config == "py-spy-native":  # C frames too: tells native from Python per sample
+        return [venv_bin("py-spy"), "record", "-r", "100", "--native", "-f", "raw",
+                "-o", out + ".txt", "--", py] + prog
     if config == "pyinstrument":
         return [venv_bin("pyinstrument"), "-r", "json", "-o", out + ".json"] + prog
     raise ValueError(config)
@@ -1223,7 +1227,10 @@ and copy volumes are compared in bytes.  Each profiler's own output is read
 (calipers' and scalene's JSON, memray's capture file through its Python API,
 py-spy's collapsed stacks, pyinstrument's JSON), and time in library code is
 credited to the innermost line of the program, as each of them does in its
-own report.
+own report.  py-spy tells native from Python time only with `--native`
+(C frames unwound at each sample, the process stopped meanwhile): it is
+run so (`py-spy-native`) for the native-share tests, and as in the
+overhead table for the others.
 
 {accuracy_doc}
 
