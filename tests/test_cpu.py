@@ -291,9 +291,16 @@ def test_c_code_that_keeps_the_gil_in_workers_is_native(run_calipers):
     (10 runs each): the json line 0.89-0.98 native on 3.13 and 3.14, the
     loop line 0.00-0.11; before, 0.00 and 0.00-0.01 (issue 18).  Before
     3.13 the eval breaker is shared by every thread and a probe cannot
-    tell who looked: only the collector's part is C there (3.12: 0.27-0.67);
-    on 3.14t with its GIL off a thread in C keeps its thread state
-    attached, as in bytecode, and counts as Python (known gaps)."""
+    tell who looked: a worker's tick that finds its innermost frame inside
+    a call is C if the call is specialized for C, or, for a call of
+    whatever is called (json's scanner, a C object), if the signal
+    interrupted a library's code rather than the interpreter's; json's
+    scanner spends about half its time in the interpreter's own functions
+    that build the objects, which read as Python: the json line 0.27-0.49,
+    the loop line 0.00-0.07 on 3.9-3.12 (25 runs; before, 0.00 on 3.9-3.11
+    and 0.14-0.21 on 3.12, the collector's part), held to 0.1.  On 3.14t with
+    its GIL off a thread in C keeps its thread state attached, as in
+    bytecode, and counts as Python (known gaps)."""
     prog = PROGRAMS / "json_threads.py"
     run = run_calipers(prog, TRUTH)
     assert run.returncode == 0, run.stderr
@@ -302,7 +309,7 @@ def test_c_code_that_keeps_the_gil_in_workers_is_native(run_calipers):
     # Each worker's CPU is exact, wherever its samples put it.
     work = run.functions(prog.name)["work"]["total"]
     assert cpu(work) == pytest.approx(truth["json"] + truth["loop"], rel=0.05), (work, truth)
-    if sys.version_info < (3, 13) or sysconfig.get_config_var("Py_GIL_DISABLED") == 1:
+    if sysconfig.get_config_var("Py_GIL_DISABLED") == 1:
         return
     lines = run.lines(prog.name)
     share = {}
@@ -311,7 +318,7 @@ def test_c_code_that_keeps_the_gil_in_workers_is_native(run_calipers):
         share[marker] = rec["native_s"] / (rec["native_s"] + rec["python_s"])
     # Each sample labels its whole interval by the thread's last stretch
     # with the GIL: some 120 samples on the json line.
-    assert share["json-line"] >= 0.8, (share, lines)
+    assert share["json-line"] >= (0.8 if sys.version_info >= (3, 13) else 0.1), (share, lines)
     assert share["loop-line"] <= 0.2, (share, lines)
 
 

@@ -241,9 +241,13 @@ _GPU_MODES = {"off": 0, "auto": 1, "on": 2}
 def _call_opcodes():
     """The interpreter's call instructions, specialized forms included, as
     256 flags (one per opcode): the engine counts a tick that the main
-    thread answers from inside one of them as native time.  The numbers
-    of the specialized forms are where `dis` puts them (3.13+: the opcode
-    module's map; 3.11 and 3.12: the unused numbers in order)."""
+    thread answers from inside one of them as native time, and (before
+    3.13) a worker's tick that finds its innermost frame in one and the
+    signal in a library's code, unless the form is specialized for a
+    Python function (flag 2: such a callee runs in a frame of its own, and
+    the caller's instruction is only the call's set-up).  The numbers of the specialized forms are where `dis`
+    puts them (3.13+: the opcode module's map; 3.11 and 3.12: the unused
+    numbers in order)."""
     import opcode
 
     names = dict(opcode.opmap)
@@ -254,9 +258,11 @@ def _call_opcodes():
         free = [op for op, name in enumerate(opcode.opname) if name.startswith("<")]
         names.update(zip(getattr(opcode, "_specialized_instructions", ()), free))
     flags = bytearray(256)
+    python = ("_PY_", "PYFUNC", "BOUND_METHOD_EXACT", "BOUND_METHOD_GENERAL",
+              "ALLOC_AND_ENTER_INIT")
     for name, op in names.items():
         if "CALL" in name and 0 <= op < 256:
-            flags[op] = 1
+            flags[op] = 2 if any(p in name for p in python) and "NON_PY" not in name else 1
     return bytes(flags)
 
 

@@ -69,13 +69,16 @@
 #include "gilwatch.h"
 
 #include <errno.h>
+#include <link.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #ifndef sigev_notify_thread_id
@@ -133,9 +136,81 @@ static int kernel_defers_cpu_timers(void)
 #endif
 }
 
+/* The machine code of the interpreter, of calipers and of the system:
+   the object that holds the interpreter (libpython, or the python
+   executable), this extension, the allocation shim, the C library and
+   the vDSO; their executable segments, found once.  Before 3.13 a
+   worker's tick that finds its innermost frame in a call tells a
+   library's C code (json's scanner, hashlib's OpenSSL, decimal's
+   libmpdec, NumPy) from the interpreter's own work around a call (a class
+   whose __init__ is Python) and from short calls of the system (a clock
+   read) by where the signal interrupted it (calx_peek_in_c_call). */
+#define OWN_TEXTS 8
+static struct {
+    uintptr_t lo, hi;
+} own_text[OWN_TEXTS];
+static _Atomic int n_own_text;
+
+static int add_text_of(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t addr = *(const uintptr_t *)data;
+    int holds = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        holds |= ph->p_type == PT_LOAD && addr >= lo && addr - lo < ph->p_memsz;
+    }
+    if (!holds)
+        return 0;
+    int n = atomic_load(&n_own_text);
+    for (int i = 0; i < info->dlpi_phnum && n < OWN_TEXTS; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            own_text[n].lo = info->dlpi_addr + ph->p_vaddr;
+            own_text[n].hi = own_text[n].lo + ph->p_memsz;
+            n++;
+        }
+    }
+    atomic_store(&n_own_text, n);
+    return 1;
+}
+
+static void find_own_text(void)
+{
+    if (atomic_load(&n_own_text))
+        return; /* (the same in a forked child) */
+    uintptr_t in[] = {(uintptr_t)&PyEval_EvalCode, (uintptr_t)&find_own_text,
+                      (uintptr_t)calx_runtime_shim(), (uintptr_t)&getpid,
+                      (uintptr_t)getauxval(AT_SYSINFO_EHDR)};
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+        if (in[i])
+            dl_iterate_phdr(add_text_of, &in[i]);
+}
+
+/* Whether the signal interrupted the interpreter's, calipers' or the
+   system's code (1) or another library's (0); -1 if unknown. */
+static int interrupted_own_sigsafe(const void *uc)
+{
+#if defined(__x86_64__)
+    uintptr_t pc = (uintptr_t)((const ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    uintptr_t pc = (uintptr_t)((const ucontext_t *)uc)->uc_mcontext.pc;
+#else
+    uintptr_t pc = 0;
+    (void)uc;
+#endif
+    int n = atomic_load(&n_own_text);
+    if (!pc || n == 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (pc >= own_text[i].lo && pc < own_text[i].hi)
+            return 1;
+    return 0;
+}
+
 static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
 {
-    (void)uc;
     if (si->si_code != SI_TIMER) {
         /* Not ours: what the signal would have done without us. */
         signal(sig, SIG_DFL);
@@ -185,6 +260,7 @@ static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
                 k->attached
                     ? calx_gilwatch_tick_probe_sigsafe((PyThreadState *)ts, k->cpu_ns)
                     : -1;
+            k->own_code = interrupted_own_sigsafe(uc);
 #endif
             k->gc = k->attached == 1 && calx_gc_collecting_sigsafe(interp);
             if (k->n >= 0 && k->cpu_ns >= 0)
@@ -201,6 +277,7 @@ int calx_cputicks_start(int64_t interval_ns, PyInterpreterState *interp)
         return -1;
     T.interval_ns = interval_ns;
     atomic_store(&T.interp, interp);
+    find_own_text();
     return 0;
 }
 
@@ -309,6 +386,7 @@ int calx_cputicks_take(int idx, calx_cputick *out)
     out->cpu_ns = k->cpu_ns;
     out->attached = k->attached;
     out->in_c = k->in_c;
+    out->own_code = k->own_code;
     out->peek = k->peek;
     out->gc = k->gc;
     out->more = k->more;

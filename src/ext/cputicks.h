@@ -36,6 +36,9 @@ typedef struct calx_cputick {
     int gc;         /* attached while the collector ran: its collection */
     int in_c;       /* with a GIL, attached: in C code since gilwatch's last
                        probe (1), or not (0); -1: no probe (before 3.13) */
+    int own_code;   /* with a GIL: the signal interrupted the interpreter's,
+                       calipers' or the system's machine code (1), another
+                       library's (0), -1 unknown */
     int n;          /* frames copied, innermost first (free-threaded) */
     int more;       /* the stack went on past them */
     calx_raw_frame f[CALX_TICK_FRAMES]; /* the free-threaded build's */

@@ -347,6 +347,30 @@ static int opcode_at(frame_t *f, intptr_t at)
 #endif
 }
 
+int calx_peek_in_c_call(const calx_peek *at, int (*known)(const void *code),
+                        int own_code)
+{
+#if PY_VERSION_HEX < 0x030D0000
+    if (layout_problem || at->n <= 0 || at->f[0].shim || !known(at->f[0].code))
+        return -1;
+    PyCodeObject *code = (PyCodeObject *)at->f[0].code;
+    int offset = code_offset(code, at->f[0].at);
+    if (offset == NO_OFFSET)
+        return -1;
+#if PY_VERSION_HEX >= 0x030B0000
+    int op = ((const uint8_t *)_PyCode_CODE(code))[offset];
+#else
+    int op = (uint8_t)PyBytes_AS_STRING(code->co_code)[offset];
+#endif
+    if (call_opcodes[op] == 0 || call_opcodes[op] == CALX_CALL_PYTHON)
+        return 0;
+    return own_code < 0 ? -1 : !own_code;
+#else
+    (void)at, (void)known, (void)own_code;
+    return -1;
+#endif
+}
+
 int calx_peek_still_in_call(const PyThreadState *ts, const calx_peek *at)
 {
     if (layout_problem || at->n == 0)
@@ -1158,6 +1182,12 @@ int calx_peek_on_stack(PyThreadState *ts, const calx_peek *at)
 }
 
 void calx_set_call_opcodes(const uint8_t flags[256]) { (void)flags; }
+int calx_peek_in_c_call(const calx_peek *at, int (*known)(const void *code),
+                        int own_code)
+{
+    (void)at, (void)known, (void)own_code;
+    return -1;
+}
 
 int calx_peek_still_in_call(const PyThreadState *ts, const calx_peek *at)
 {

@@ -100,8 +100,24 @@ int calx_peek_frames_known(const calx_peek *at, int (*known)(const void *code),
 int calx_peek_on_stack(PyThreadState *ts, const calx_peek *at);
 
 /* Which opcodes are calls, specialized forms included: 256 flags, as
-   the interpreter's opcode module names them (calipers/_agent.py). */
+   the interpreter's opcode module names them (calipers/_agent.py): 0 not
+   a call; CALX_CALL_PYTHON a form specialized for a Python function,
+   whose frame the callee runs in (CALL_PY_EXACT_ARGS ...); 1 any other
+   call. */
+#define CALX_CALL_PYTHON 2
 void calx_set_call_opcodes(const uint8_t flags[256]);
+
+/* Before 3.13 (no probe of a thread's own eval breaker): whether a
+   thread's own tick found it in a library's C code: its innermost frame,
+   as peeked at, inside a call (not one specialized for a Python function,
+   which runs in a frame of its own), and the signal having interrupted a
+   library's machine code (own_code 0), not the interpreter's (the
+   machinery around a call: a class whose __init__ is Python; the builtins)
+   nor the system's (a clock read).  1 or 0; -1 if unknown (its code not
+   known to be alive, an entry frame on top, 3.13+).  Caller holds the
+   GIL. */
+int calx_peek_in_c_call(const calx_peek *at, int (*known)(const void *code),
+                        int own_code);
 
 /* Whether ts is still where a peek found it innermost, at a call: the
    same frame, with the same code, at the same instruction, and that

@@ -1088,11 +1088,15 @@ static void take_ticks(calx_thread *th, int on_list)
             continue;
         }
         /* Holding the GIL (attached) is bytecode, unless it ran C since
-           gilwatch's last probe (3.13+) or collected garbage (C, as
-           gilwatch counts it); without it, native code. */
+           gilwatch's last probe (3.13+), or (before 3.13, no probe) the
+           tick found its innermost frame inside a call of C, or it
+           collected garbage (C, as gilwatch counts it); without it,
+           native code. */
         int in_c =
             k->in_c == 1 || (k->gc && !E.gil_free) ||
-            (k->in_c == 0 && calx_gilwatch_stuck_after(th->clock, k->cpu_ns) == 1);
+            (k->in_c == 0 && calx_gilwatch_stuck_after(th->clock, k->cpu_ns) == 1) ||
+            (k->in_c == -1 && k->attached == 1 && n > 0 &&
+             calx_peek_in_c_call(&k->peek, known_code, k->own_code) == 1);
         double share = n == 0 || k->attached == 0 ? 1.0
                        : k->attached == 1         ? (in_c ? 1.0 : 0.0)
                                                   : th->native_share;
