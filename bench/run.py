@@ -1133,8 +1133,97 @@ none,calipers-cpu,calipers,py-spy --repeat 3`, wall time, the same loaded
 machine): alloc_heavy 1.111x -> 1.084x, json_loads 1.105x -> 1.081x,
 xml_etree 1.086x -> 1.061x, deepcopy 1.042x -> 1.006x, docutils 1.079x ->
 1.083x, pprint 1.076x -> 1.077x (py-spy in the same run: 1.020x-1.115x).
-The free hook still keeps its frame: it cannot know whether pymalloc will
-hand the block to `free()`.
+The free hook still kept its frame: it cannot know whether pymalloc will
+hand the block to `free()` (until "The free hook's frame", below).
+
+**The free hook's filter load.**  Two threads allocating under the GIL
+(`bench/programs/parallel_threads.py`, 3.13) cost 1.155x under full
+profiling and 0.996x CPU-only in the last bench run.  `perf record` of it
+put `py_free` at 8.9% of the run's samples, and `perf annotate` two thirds
+of that on one instruction: the load of the tracked-pointer filter's
+counter.  The counter was found by a multiplicative hash of the address,
+so consecutive frees read counters scattered over the 256 KiB filter: a
+cache miss nearly every time.  The counter is now found by the address
+itself (one per 256-byte granule, consecutive granules in consecutive
+counters, the bits above the filter's 64 MiB span folded in by xor), so
+the frees of one pymalloc pool read one cache line.  Measured by
+`valgrind --tool=cachegrind --cache-sim=yes --trace-children=yes calipers
+run --no-report parallel_threads.py 15` (simulated caches: a loaded
+machine does not move them), before and after, and the same run
+unprofiled:
+
+| | instructions | L1 data read misses | last-level read misses |
+|---|---:|---:|---:|
+| unprofiled | 1,329 M | 1.99 M | 19.5 K |
+| calipers before | 1,507 M | 3.08 M (`py_free` 387 K) | 28.0 K (`py_free` 3.6 K) |
+| calipers after | 1,513 M | 2.65 M (`py_free` 9.6 K) | 24.0 K (`py_free` 0.2 K) |
+
+The read misses calipers adds fall by 39% (1.09 M to 0.66 M).  (Measured
+with the index's first form, which folded in one more shift and xor and
+cost 3 instructions a free more than the hash; the committed one is those
+two instructions shorter.)  In wall time, on a
+machine whose unprofiled runs of the same program varied by 50% this day
+(2026-11-27; a 2-CPU virtual machine), ten interleaved runs each of 150
+loops, CPU time over the unprofiled run's: median 1.17x before, 1.12x
+after; perf sample counts of one run each in the same minute: 13,346
+before and 10,974 after against 10,418 unprofiled (`py_free` 1,184
+samples before, 386 after).  Single-threaded, `calipers run` of a loop
+building and sorting 2000 small dicts (cachegrind, 20 loops): the
+program's L1 read misses 1.99 M before, 1.73 M after (`py_free` 258 K to
+4.4 K).  A bench run after the change (8 of the allocating programs,
+`--repeat 3`) moved too much that day to show a change of a few percent:
+calipers-cpu 0.87x-1.15x, py-spy 0.92x-1.22x, full profiling
+0.90x-1.18x; its table is not committed.
+
+**The free hook's frame.**  The free hook on PyMem and PyObject set the
+thread's "inside Python's allocator" flag around pymalloc's free and
+cleared it after, so it could not end in a tail call and kept a frame:
+28 instructions on its common path.  The flag is there for the blocks
+over 512 bytes, which pymalloc hands to `free()` through `PyMem_RawFree`:
+that `free()` must count as Python's.  Now, where pymalloc serves the two
+domains, the hook notes the block in a thread-local word and ends in a
+tail call, and the raw domain's free is hooked: handed the block just
+noted, it sets the flag around the `free()` (any other block is the raw
+domain's own, NumPy's arrays among them, and stays native): 20
+instructions (docs/INTERNALS.md, "Python or native, without double
+counting").  `valgrind --tool=cachegrind --cache-sim=no
+--trace-children=yes calipers run --no-report` of a loop building,
+sorting and joining 2000 small dicts, 100 loops, Python 3.13:
+
+| | instructions | the free hook |
+|---|---:|---:|
+| unprofiled | 1,475.7 M | |
+| calipers before | 1,607.3 M (+8.9%) | 44.8 M |
+| calipers after | 1,599.4 M (+8.4%) | 32.4 M |
+| and the calloc tail call (below) | 1,592.5 M (+7.9%) | 32.4 M |
+
+(The rest of the run moves by a few million instructions between runs:
+the sampled work is not the same twice.)  pyperformance's `json_loads`,
+2000 loops, the same way: unprofiled 13,138 M; before 14,217 M, the free
+hook 415 M; after 14,011 M, the free hook 301 M (of the 206 M between the
+two runs, 47 M is dict lookups that move with the string hash seed).
+The calloc hooks took the full path on every call (in_py set and
+cleared, a frame); a small request with no sample point reached now goes
+to pymalloc in a tail call too, as malloc's does: on the same loop 6.6 M
+-> 4.6 M instructions.  The footprint's Python and
+native parts are unchanged on a program that frees 800 MB of large Python
+blocks beside 256 MiB of native memory (tests/test_memory.py,
+`test_python_blocks_freed_through_malloc_stay_python`, which fails with
+the tail call and no raw hook: every such free then counted as native),
+and NumPy's arrays, which it allocates through the raw domain, are still
+native.
+
+**What is left on allocation-heavy programs** (2026-11-27, before the
+two changes above): `calipers run` of `json_loads` (5000 loops, 3.13,
+cachegrind) ran 34,809 M instructions against 32,824 M unprofiled
+(+6.0%), and what calipers added was nearly all its per-call hooks: the
+free hook 1,033 M, the object domain's malloc 484 M, the `memcpy`
+wrapper 390 M, `malloc` 82 M, `free` 72 M; the footprint series'
+simplification at the end 67 M.  On `parallel_threads` (two threads
+under the GIL) CPU-only profiling costs 6-8% in wall time but adds only
+1.4% of instructions under cachegrind (which runs the threads one at a
+time), and the GIL watcher's thread used 2.4% of the run's CPU (perf), on
+the other core: that cost is not instructions, and is not found yet.
 
 **The frame walk.**  Every sample (CPU or allocation) walks the thread's
 stack and needs each frame's line.  `PyCode_Addr2Line` scans the code's
@@ -1211,6 +1300,74 @@ and starting them again after it (kept: no thread of ours may be copied
 into the child, and Python 3.12+ warns if the kernel still counts one).
 A child that leaves at once is still profiled and merged as before: its
 process entry, times and lines are the same.
+
+A second round (session of 2026-11-28), counting page faults rather than
+samples: `getrusage`'s minor faults read at each step of a child's hooks,
+from the start of the after-fork hook to the part written, 3.13.  A child
+that leaves at once took about 220 faults there (the plain child about
+66 in all), each a page copied and, while another thread of the process
+runs on the other CPU, a TLB shootdown (`smp_call_function_many_cond` in
+`perf`), 3-5 µs apiece on this virtual machine.  Cut: reading
+`/proc/self/maps` at each restart for the main thread's stack range (half
+of the engine's restart: the child runs on its parent's main stack, so
+the range is kept when the thread runs in it), the line cache's 48 KiB
+cleared at each restart (now mapped zero pages at its first lookup, a
+page faulted per slot used), the kernel-version check for CPU timers
+(once per process), the `.run` marker (a hard link made at start and
+removed at the end, 0.1-0.2 ms: now a start record appended to `parts`,
+which leaves the directory as it is), and the awaiting callback and
+switch file set again from Python (the engine keeps its parent's and
+reads the switch at once).  What is left, in faults, 205 in all: the
+agent's Python before the engine 32, the engine's restart 48 (its fresh
+tables; reading the main thread's clock; starting the sampler thread),
+the start record 51 (the first Python that touches `os`, `posixpath` and
+`stat` in the child: the pages any Python doing file work there touches
+first, which is why dropping `set_switch` saved fewer than its 25), the
+return to the program and `os._exit`'s wrapper 18, the final pass 26,
+`_meta()` 11, the JSON 7, the append 1.  Python code is the larger part,
+by the pages of objects whose reference counts it touches, so a cut must
+keep the child out of Python altogether (one C call at the restart, one
+at the end).  The threads cost more than their faults: with the child's
+sampler and signal-helper threads not started (a scratch build), the
+child's hooks took 0.50-0.60 ms of wall time against 0.80-1.10 ms, the
+final pass 4 µs against 0.10-0.15 ms (it waited for the sampler thread),
+and pinned to one CPU (`taskset -c 0`, no shootdowns) 0.66 ms.  Starting
+them only at the child's first tick (drawn at the fork; a timer whose
+handler sets only the eval breaker's calls bit over a pending call queued
+at the restart, the way the sampler thread's ticks are answered) would
+spare a child that leaves before its first tick both; it is not built:
+the signal helper must be there before a `SIGTERM` can be caught, and the
+eval breaker's layout differs in each version.  Measured after, with the
+commit before this round in another virtual environment, same run, in
+turn (`python bench/fork_cost.py --repeat 11 --against BEFORE/bin/python`,
+load average 1.3): the fork loop 2.23 → 2.02 ms per fork (3.10x → 2.80x
+the plain loop's 0.72 ms), CPU-only 2.10 → 1.94 ms (2.92x → 2.70x); child
+CPU 1.79 → 1.59 ms (plain 0.53), parent CPU 0.60 → 0.55 ms (plain 0.15).
+
+Then the threads.  Not starting them is not an option (the signal helper
+must be there to catch a `SIGTERM`, the sampler for the first tick), and
+not starting only one of them saved nothing measurable (scratch builds,
+the same run: 3.24x against 3.31x without the sampler; 2.29x against
+2.71x without both): what costs is a second thread of the child running
+on another CPU at all, which makes each copy-on-write fault flush that
+CPU's TLB.  So a forked child starts both on the CPU its main thread is
+on (`sched_getcpu`, a one-CPU affinity at `pthread_create`), where they
+run only when the main thread does not, and the sampler gives both the
+main thread's affinity back at the child's first tick
+(`calx_runtime_pin_begin/end`, src/ext/runtime.c).  Its ticks, passes
+and readings are unchanged; only the first tick's peek and poke are made
+with the main thread held off its CPU by the sampler, so the still-in-call
+rule (INTERNALS) does not apply to that one.  Measured beside a full CI run
+(load average 2.5-2.9), the session's start (1cb1f31) in another virtual
+environment, in turn, 11 repetitions: the fork loop 2.76 → 2.00 ms per
+fork (3.78x → 2.73x the plain loop's 0.73 ms), CPU-only 2.84 → 1.88 ms
+(3.89x → 2.57x); child CPU 1.77 → 1.45 ms (plain 0.53), parent 0.45 →
+0.40 ms (plain 0.20).  On the quiet machine after it (load average
+0.3-0.7), 15 repetitions: 2.37 → 2.05 ms (3.19x → 2.76x), CPU-only 2.26 →
+1.92 ms (3.04x → 2.58x), child CPU 1.91 → 1.52 ms (plain 0.55): the pin
+gains most where the other CPU is busy.  Still not under 2x.  Left: the child's Python (the
+faults above), the thread creations themselves, and in the parent the
+stop and start of its threads around each fork.
 
 **The GIL watcher** runs only while the program has threads besides the
 main one (a 1 ms look at each); none of the overhead programs starts one.
