@@ -217,28 +217,11 @@ def read_memray(out, program):
 FRAME = re.compile(r"^(.*) \((.*):(\d+)\)$")
 
 
-def read_pyspy(out, program):
-    """py-spy's raw (collapsed) stacks: "outer;...;inner count"."""
-    r = Report()
-    for text in Path(out + ".txt").read_text().splitlines():
-        stack, _, count = text.rpartition(" ")
-        frames = []
-        for fr in stack.split(";"):
-            m = FRAME.match(fr)
-            if m:
-                frames.append((m.group(1), m.group(2), int(m.group(3))))
-        at = innermost_mine(frames[::-1], program)
-        if at:
-            r.add_cpu(at[0], int(count))
-            r.line(at[1])["cpu"] += int(count)
-    return r
-
-
-def read_pyspy_native(out, program):
-    """py-spy's raw stacks with --native: a sample is native when its
-    innermost frame is not a Python function's (a frame of C code, named
-    by its symbol and library or source file)."""
-    r = Report()
+def pyspy_samples(out):
+    """py-spy's raw (collapsed) stacks, "outer;...;inner count", as (frames
+    innermost first, count, whether the innermost frame is C code).  A
+    Python function's frame is "name (file.py:line)"; with --native a frame
+    of C code is "symbol (library)" or "symbol (file.c:line)"."""
     for text in Path(out + ".txt").read_text().splitlines():
         stack, _, count = text.rpartition(" ")
         frames = []
@@ -246,11 +229,19 @@ def read_pyspy_native(out, program):
             m = FRAME.match(fr)
             python = bool(m) and m.group(2).endswith(".py")
             frames.append((m.group(1), m.group(2), int(m.group(3))) if python else (fr, None, 0))
-        at = innermost_mine(frames[::-1], program)
+        yield frames[::-1], int(count), bool(frames) and frames[-1][1] is None
+
+
+def read_pyspy(out, program, native=False):
+    """py-spy's samples; with --native (`native`), a sample whose innermost
+    frame is C code is native."""
+    r = Report()
+    for frames, count, in_c in pyspy_samples(out):
+        at = innermost_mine(frames, program)
         if at:
-            native = frames[-1][1] is None
-            r.add_cpu(at[0], 0 if native else int(count), int(count) if native else 0)
-            r.line(at[1])["cpu"] += int(count)
+            c = native and in_c
+            r.add_cpu(at[0], 0 if c else count, count if c else 0)
+            r.line(at[1])["cpu"] += count
     return r
 
 
@@ -275,7 +266,8 @@ def read_pyinstrument(out, program):
 
 READERS = {"calipers": read_calipers, "scalene": read_scalene, "memray": read_memray,
            "memray-python": read_memray, "py-spy": read_pyspy,
-           "py-spy-native": read_pyspy_native, "pyinstrument": read_pyinstrument}
+           "py-spy-native": lambda out, program: read_pyspy(out, program, native=True),
+           "pyinstrument": read_pyinstrument}
 
 
 # --- scores -----------------------------------------------------------------
