@@ -260,8 +260,8 @@ static void on_tick_sigsafe(int sig, siginfo_t *si, void *uc)
                 k->attached
                     ? calx_gilwatch_tick_probe_sigsafe((PyThreadState *)ts, k->cpu_ns)
                     : -1;
-            k->own_code = interrupted_own_sigsafe(uc);
 #endif
+            k->own_code = interrupted_own_sigsafe(uc);
             k->gc = k->attached == 1 && calx_gc_collecting_sigsafe(interp);
             if (k->n >= 0 && k->cpu_ns >= 0)
                 atomic_store_explicit(&s->head, h + 1, memory_order_release);
