@@ -240,8 +240,15 @@ def test_native_threads_calling_into_python_while_main_runs(run_calipers, gilcal
     # one run in eight here (3.13), so the bound above is the C threads'
     # whole CPU, which the callback cannot exceed (but for the figures'
     # rounding, a microsecond each).
+    # Below, each of the threads' own ticks credits the CPU since the one
+    # before (10 ms) where it finds the thread: one that lands in the C
+    # thread's own code between two calls (PyGILState_Ensure, the GIL's
+    # wait) credits those 10 ms outside Python.  That is right on average
+    # (as often as the thread is there), but in some 120 ticks a few such
+    # make the callback's total move by tens of ms: 0.949 of the truth in
+    # a CI run on 3.13 (one in many here); so the floor is 0.9.
     threads_cpu = sum(cpu(th) for th in threads if not th["main"])
-    assert 0.95 * truth <= cpu(funcs["callback"]["total"]) <= threads_cpu + 1e-5, (
+    assert 0.9 * truth <= cpu(funcs["callback"]["total"]) <= threads_cpu + 1e-5, (
         funcs, truth, threads_cpu)
     # busy() also gets the threads' spins: native threads' CPU goes to the
     # main thread's line.
