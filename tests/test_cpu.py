@@ -536,10 +536,14 @@ def test_lines_inside_generators_coroutines_and_decorators(run_calipers, tmp_pat
     for shape in ("gen", "co", "dec"):
         assert read[shape] >= floor, (shape, read)
     # The lines that took the hot lines' time: the coroutine's `return`
-    # read 7-15% before, 0-2.5% now (4.1% once in ~50 runs; the same line
-    # of a generator pipeline, its `yield`, 0-3.5%).  (The decorator's
-    # wrapper has real work of its own: a tuple of arguments and a call.)
-    assert read["gen_yield"] <= 0.06 and read["co_return"] <= 0.06, read
+    # read 7-15% before, 0-2.5% on the machine of 2026-11 (4.1% once in ~50
+    # runs; the same line of a generator pipeline, its `yield`, 0-3.5%).
+    # On the machine of 2026-12 (3.9 and 3.14, some 140 runs, the commit
+    # before 2026-12-07's changes as well as after): `return` 0.4-5.4%,
+    # `yield` 0.1-4.9% but 7.1% and 7.3% once each; so 10% here.  (The
+    # decorator's wrapper has real work of its own: a tuple of arguments
+    # and a call.)
+    assert read["gen_yield"] <= 0.10 and read["co_return"] <= 0.10, read
 
 
 def generator_lines(run_calipers, tmp_path):
