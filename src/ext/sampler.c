@@ -111,10 +111,13 @@
  * (E.gil_free).
  *
  * LIMITATIONS
- *   - A worker thread in native code that keeps the GIL (sorted() of a big
- *     list in a worker) counts as Python before 3.13 (gilwatch's probe
- *     needs a per-thread eval breaker) and on 3.14t with its GIL off; the
- *     main thread's delay test does tell that case apart.
+ *   - A worker thread in native code that keeps the GIL counts as Python
+ *     on 3.14t with its GIL off, and before 3.13 (no per-thread eval
+ *     breaker to probe) whenever its tick interrupts the interpreter's own
+ *     code: the builtins (sorted() of a big list), and the half of a
+ *     library's time spent in the interpreter's API (json's scanner
+ *     building objects); a tick in a library's own code is native
+ *     (calx_peek_in_c_call).  The main thread's rules do tell these apart.
  *   - A worker's CPU is a sample of its ticks: one per interval of its
  *     CPU (10 ms by default, at the kernel's tick, 4 ms here), so a line's
  *     share of a short-lived worker is as noisy as that few samples make
