@@ -291,14 +291,17 @@ def test_c_code_that_keeps_the_gil_in_workers_is_native(run_calipers):
     (10 runs each): the json line 0.89-0.98 native on 3.13 and 3.14, the
     loop line 0.00-0.11; before, 0.00 and 0.00-0.01 (issue 18).  Before
     3.13 the eval breaker is shared by every thread and a probe cannot
-    tell who looked: a worker's tick that finds its innermost frame inside
-    a call is C if the call is specialized for C, or, for a call of
-    whatever is called (json's scanner, a C object), if the signal
-    interrupted a library's code rather than the interpreter's; json's
-    scanner spends about half its time in the interpreter's own functions
-    that build the objects, which read as Python: the json line 0.27-0.49,
-    the loop line 0.00-0.07 on 3.9-3.12 (25 runs; before, 0.00 on 3.9-3.11
-    and 0.14-0.21 on 3.12, the collector's part), held to 0.1.  On 3.14t with
+    tell who looked.  A worker's tick is C there if another thread's
+    request that it drop the GIL stands (it has not looked since, and a
+    thread in bytecode answers within instructions; another worker asks
+    5 ms into a stretch), or if it finds its innermost frame inside a call
+    and the signal interrupted a library's code rather than the
+    interpreter's (json's scanner spends about half its time in the
+    interpreter's own functions that build the objects).  The json line
+    0.72-0.88, the loop line 0.00-0.11 on 3.9-3.12 (24 runs; 0.66 beside
+    other tests; with the call rule alone 0.27-0.49, with neither 0.00 on
+    3.9-3.11 and 0.14-0.21 on 3.12, the collector's part), held to 0.5.
+    On 3.14t with
     its GIL off a thread in C keeps its thread state attached, as in
     bytecode, and counts as Python (known gaps)."""
     prog = PROGRAMS / "json_threads.py"
@@ -318,7 +321,7 @@ def test_c_code_that_keeps_the_gil_in_workers_is_native(run_calipers):
         share[marker] = rec["native_s"] / (rec["native_s"] + rec["python_s"])
     # Each sample labels its whole interval by the thread's last stretch
     # with the GIL: some 120 samples on the json line.
-    assert share["json-line"] >= (0.8 if sys.version_info >= (3, 13) else 0.1), (share, lines)
+    assert share["json-line"] >= (0.8 if sys.version_info >= (3, 13) else 0.5), (share, lines)
     assert share["loop-line"] <= 0.2, (share, lines)
 
 

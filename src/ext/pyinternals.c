@@ -1036,6 +1036,17 @@ int calx_probe_own_sigsafe(PyThreadState *ts)
 #if PY_VERSION_HEX >= 0x030D0000
     uintptr_t was = _Py_atomic_or_uintptr(&ts->eval_breaker, _PY_SIGNALS_PENDING_BIT);
     return (was & _PY_SIGNALS_PENDING_BIT) != 0;
+#elif !defined(Py_GIL_DISABLED)
+    /* No bit of its own: the GIL's drop request tells, where another
+       thread waits for the GIL.  The waiter sets it when the switch
+       interval ends with the holder unchanged (take_gil,
+       Python/ceval_gil.[ch]); a holder running bytecode answers at its
+       next look at the eval breaker, which follows within instructions,
+       and sets "unlocked" at once (drop_gil), before the request is reset.
+       So a thread that holds the GIL while the request stands is in C
+       code, but for those instructions: about a microsecond in the switch
+       interval's 5 ms.  Nobody waiting, it cannot tell. */
+    return _Py_atomic_load_relaxed(&ts->interp->ceval.gil_drop_request) ? 1 : -1;
 #else
     (void)ts;
     return -1;

@@ -167,7 +167,10 @@ int calx_probe_holder(PyInterpreterState *interp, const PyThreadState *holder);
    it): set its "signals pending" bit, as calx_probe_holder does, and say
    whether it was still set (1), or clear (0: it looked at its eval
    breaker since the last probe); -1 where there is no probe (nothing
-   set).  Async-signal-safe. */
+   set).  Before 3.13, with a GIL, ts holding it: 1 if another thread's
+   request that it drop the GIL stands (it has not looked since the
+   request, a moment ago at most if it runs bytecode), else -1; nothing
+   is set.  Async-signal-safe. */
 int calx_probe_own_sigsafe(PyThreadState *ts);
 
 /* The thread (threading.get_ident()) of a thread state that another thread

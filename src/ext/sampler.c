@@ -113,8 +113,9 @@
  * LIMITATIONS
  *   - A worker thread in native code that keeps the GIL counts as Python
  *     on 3.14t with its GIL off, and before 3.13 (no per-thread eval
- *     breaker to probe) whenever its tick interrupts the interpreter's own
- *     code: the builtins (sorted() of a big list), and the half of a
+ *     breaker to probe) when no other thread has asked it for the GIL
+ *     (calx_probe_own_sigsafe) and its tick interrupts the interpreter's
+ *     own code: the builtins (sorted() of a big list), and the half of a
  *     library's time spent in the interpreter's API (json's scanner
  *     building objects); a tick in a library's own code is native
  *     (calx_peek_in_c_call).  The main thread's rules do tell these apart.
@@ -1091,10 +1092,10 @@ static void take_ticks(calx_thread *th, int on_list)
             continue;
         }
         /* Holding the GIL (attached) is bytecode, unless it ran C since
-           gilwatch's last probe (3.13+), or (before 3.13, no probe) the
-           tick found its innermost frame inside a call of C, or it
-           collected garbage (C, as gilwatch counts it); without it,
-           native code. */
+           gilwatch's last probe (3.13+; before, another thread's request
+           for the GIL stood), or (before 3.13) the tick found its
+           innermost frame inside a call of C, or it collected garbage
+           (C, as gilwatch counts it); without it, native code. */
         int in_c =
             k->in_c == 1 || (k->gc && !E.gil_free) ||
             (k->in_c == 0 && calx_gilwatch_stuck_after(th->clock, k->cpu_ns) == 1) ||
