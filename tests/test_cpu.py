@@ -291,16 +291,18 @@ def test_c_code_that_keeps_the_gil_in_workers_is_native(run_calipers):
     (10 runs each): the json line 0.89-0.98 native on 3.13 and 3.14, the
     loop line 0.00-0.11; before, 0.00 and 0.00-0.01 (issue 18).  Before
     3.13 the eval breaker is shared by every thread and a probe cannot
-    tell who looked.  A worker's tick is C there if another thread's
-    request that it drop the GIL stands (it has not looked since, and a
-    thread in bytecode answers within instructions; another worker asks
-    5 ms into a stretch), or if it finds its innermost frame inside a call
-    and the signal interrupted a library's code rather than the
-    interpreter's (json's scanner spends about half its time in the
-    interpreter's own functions that build the objects).  The json line
-    0.72-0.88, the loop line 0.00-0.11 on 3.9-3.12 (24 runs; 0.66 beside
-    other tests; with the call rule alone 0.27-0.49, with neither 0.00 on
-    3.9-3.11 and 0.14-0.21 on 3.12, the collector's part), held to 0.5.
+    tell who looked.  A worker's tick is C there if it has run since the
+    watcher found it holding the GIL while another thread's request that
+    it let go stood, and the request still stands (a thread in bytecode
+    answers within instructions; another worker asks 5 ms into a
+    stretch), or if it finds its innermost frame inside a call and the
+    signal interrupted a library's code rather than the interpreter's
+    (json's scanner spends about half its time in the interpreter's own
+    functions that build the objects).  The json line 0.71-0.84, the loop
+    line 0.00-0.07 on 3.9-3.12 (20 runs; 0.62-0.87 and 0.00-0.05 beside
+    two busy processes; with the call rule alone 0.27-0.49, with neither
+    0.00 on 3.9-3.11 and 0.14-0.21 on 3.12, the collector's part), held
+    to 0.5.
     On 3.14t with
     its GIL off a thread in C keeps its thread state attached, as in
     bytecode, and counts as Python (known gaps)."""

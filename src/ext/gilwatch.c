@@ -57,41 +57,71 @@ static struct {
        with only its main thread, such as a forked child that leaves at
        once, never pays for it. */
     int enabled;
-    int tid;           /* the watcher's own kernel thread id */
+    int tid; /* the watcher's own kernel thread id */
+    struct {
+        const void *ts; /* the holder at the last look, if asked to let go */
+        unsigned long switches;
+    } asked;
     cal_vmread window; /* the watcher's, for the holder's thread id */
 } W = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static int start_thread(void);
 
-/* The latest probe of a holder (calx_gilwatch_tick_probe_sigsafe),
-   written by the watcher under a sequence count, read by signal handlers. */
+/* The latest probe of a holder (3.13+), or before 3.13 the first look
+   that found a holder asked to let the GIL go (calx_gil_drop_asked_sigsafe),
+   for calx_gilwatch_tick_probe_sigsafe: written by the watcher under a
+   sequence count, read by signal handlers. */
 static struct {
     unsigned seq; /* odd while it is written */
     const void *ts;
-    int64_t cpu; /* its CPU clock, read just after */
+    int64_t cpu;            /* its CPU clock, read just after */
+    unsigned long switches; /* (before 3.13) the GIL's switches then */
 } P;
 
-static void publish_probe(const void *ts, int64_t cpu)
+static void publish_probe(const void *ts, int64_t cpu, unsigned long switches)
 {
     unsigned seq = __atomic_load_n(&P.seq, __ATOMIC_RELAXED);
     __atomic_store_n(&P.seq, seq + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     __atomic_store_n(&P.ts, ts, __ATOMIC_RELAXED);
     __atomic_store_n(&P.cpu, cpu, __ATOMIC_RELAXED);
+    __atomic_store_n(&P.switches, switches, __ATOMIC_RELAXED);
     __atomic_store_n(&P.seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* The published record, if read whole: 1, else 0 (being written). */
+static int read_probe_sigsafe(const void **ts, int64_t *cpu, unsigned long *switches)
+{
+    unsigned seq = __atomic_load_n(&P.seq, __ATOMIC_ACQUIRE);
+    *ts = __atomic_load_n(&P.ts, __ATOMIC_RELAXED);
+    *cpu = __atomic_load_n(&P.cpu, __ATOMIC_RELAXED);
+    *switches = __atomic_load_n(&P.switches, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return seq % 2 == 0 && __atomic_load_n(&P.seq, __ATOMIC_RELAXED) == seq;
 }
 
 int calx_gilwatch_tick_probe_sigsafe(PyThreadState *ts, int64_t cpu)
 {
+    const void *probed;
+    int64_t at;
+    unsigned long switches, now;
+    int asked = calx_gil_drop_asked_sigsafe(ts->interp, &now);
+    if (asked >= 0) {
+        /* Before 3.13: asked since a look that found it holding, in the
+           same stretch, and it ran since without letting go.  (A thread
+           put back on a CPU after being preempted in bytecode with the
+           request standing gets its signal before it answers: run since
+           the look, its few microseconds say nothing.) */
+        return asked == 1 && read_probe_sigsafe(&probed, &at, &switches) &&
+                       probed == ts && switches == now && cpu - at >= FRESH_NS
+                   ? 1
+                   : -1;
+    }
     int bit = calx_probe_own_sigsafe(ts);
     if (bit < 0)
         return -1;
-    unsigned seq = __atomic_load_n(&P.seq, __ATOMIC_ACQUIRE);
-    const void *probed = __atomic_load_n(&P.ts, __ATOMIC_RELAXED);
-    int64_t at = __atomic_load_n(&P.cpu, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (seq % 2 == 0 && __atomic_load_n(&P.seq, __ATOMIC_RELAXED) == seq &&
-        probed == ts && cpu - at < FRESH_NS)
+    if (read_probe_sigsafe(&probed, &at, &switches) && probed == ts &&
+        cpu - at < FRESH_NS)
         return 0; /* set by a probe it has not run since: the next probe tells */
     return bit;
 }
@@ -138,7 +168,8 @@ size_t calx_gilwatch_count(void) { return __atomic_load_n(&W.n, __ATOMIC_RELAXED
 /* One look at every watched thread; W.mu held.  `holder` holds the GIL
    (or NULL), and `looked` is what a probe of it said (calx_probe_holder):
    0 when it has not looked at its eval breaker since the last probe. */
-static void observe(PyInterpreterState *interp, const PyThreadState *holder, int looked)
+static void observe(PyInterpreterState *interp, const PyThreadState *holder, int looked,
+                    int asked, unsigned long switches)
 {
     /* The holder by its thread, not its thread state: a C thread calling
        into Python gets a new one for each call, and we learn of it only at
@@ -187,13 +218,18 @@ static void observe(PyInterpreterState *interp, const PyThreadState *holder, int
         w->last_cpu = cpu;
         w->was_holder = is_holder;
         w->probed = is_holder && looked >= 0;
+        if (is_holder && asked == 1 &&
+            !(W.asked.ts == holder && W.asked.switches == switches))
+            publish_probe(holder, cpu, switches); /* (the first look at it asked) */
         if (w->probed) {
-            publish_probe(holder, cpu);
+            publish_probe(holder, cpu, 0);
             w->probes[w->nprobes % PROBES_KEPT].cpu = cpu;
             w->probes[w->nprobes % PROBES_KEPT].stuck = looked == 0;
             w->nprobes++;
         }
     }
+    W.asked.ts = asked == 1 ? holder : NULL;
+    W.asked.switches = switches;
 }
 
 static void *watcher_main(void *arg)
@@ -214,8 +250,10 @@ static void *watcher_main(void *arg)
         /* (the probe takes the thread-list lock: not under W.mu) */
         const PyThreadState *holder = calx_gil_holder_sigsafe(W.interp);
         int looked = holder ? calx_probe_holder(W.interp, holder) : -1;
+        unsigned long switches = 0;
+        int asked = holder ? calx_gil_drop_asked_sigsafe(W.interp, &switches) : -1;
         pthread_mutex_lock(&W.mu);
-        observe(W.interp, holder, looked);
+        observe(W.interp, holder, looked, asked, switches);
     }
     pthread_mutex_unlock(&W.mu);
     return NULL;
@@ -368,4 +406,5 @@ void calx_gilwatch_reset(void)
     W.n = W.cap = 0;
     W.last_look = 0;
     P.ts = NULL; /* (the parent's latest probe) */
+    W.asked.ts = NULL;
 }

@@ -85,8 +85,10 @@ int calx_gilwatch_last(clockid_t clock, int64_t *cpu_ns, int64_t *when_ns);
    thread has not run since says nothing either (the probe and a signal
    can both come as the thread is put back on a CPU: 8% of the ticks of a
    thread in a Python loop read C).  -1 where there is no probe.  Before
-   3.13: 1 while another thread's request that it drop the GIL stands
-   (calx_probe_own_sigsafe), else -1. */
+   3.13 nothing is probed: 1 if another thread's request that it let the
+   GIL go stands, the watcher found it standing and the thread holding in
+   the same stretch (calx_gil_drop_asked_sigsafe), and the thread has run
+   since; else -1. */
 int calx_gilwatch_tick_probe_sigsafe(PyThreadState *ts, int64_t cpu);
 
 /* For a tick of the thread of `clock` at its CPU clock cpu that could

@@ -999,6 +999,21 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
 #endif
 }
 
+int calx_gil_drop_asked_sigsafe(PyInterpreterState *interp, unsigned long *switches)
+{
+#if PY_VERSION_HEX < 0x030D0000 && !defined(Py_GIL_DISABLED)
+    struct _gil_runtime_state *gil = gil_state(interp);
+    if (!gil)
+        return -1;
+    *switches = __atomic_load_n(&gil->switch_number, __ATOMIC_RELAXED);
+    return _Py_atomic_load_relaxed(&interp->ceval.gil_drop_request) != 0;
+#else
+    (void)interp;
+    (void)switches;
+    return -1;
+#endif
+}
+
 int calx_gil_bounds(PyInterpreterState *interp, uintptr_t *lo, uintptr_t *hi)
 {
     struct _gil_runtime_state *gil = gil_state(interp);
@@ -1036,17 +1051,6 @@ int calx_probe_own_sigsafe(PyThreadState *ts)
 #if PY_VERSION_HEX >= 0x030D0000
     uintptr_t was = _Py_atomic_or_uintptr(&ts->eval_breaker, _PY_SIGNALS_PENDING_BIT);
     return (was & _PY_SIGNALS_PENDING_BIT) != 0;
-#elif !defined(Py_GIL_DISABLED)
-    /* No bit of its own: the GIL's drop request tells, where another
-       thread waits for the GIL.  The waiter sets it when the switch
-       interval ends with the holder unchanged (take_gil,
-       Python/ceval_gil.[ch]); a holder running bytecode answers at its
-       next look at the eval breaker, which follows within instructions,
-       and sets "unlocked" at once (drop_gil), before the request is reset.
-       So a thread that holds the GIL while the request stands is in C
-       code, but for those instructions: about a microsecond in the switch
-       interval's 5 ms.  Nobody waiting, it cannot tell. */
-    return _Py_atomic_load_relaxed(&ts->interp->ceval.gil_drop_request) ? 1 : -1;
 #else
     (void)ts;
     return -1;
@@ -1273,6 +1277,13 @@ PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp)
 {
     (void)interp;
     return NULL;
+}
+
+int calx_gil_drop_asked_sigsafe(PyInterpreterState *interp, unsigned long *switches)
+{
+    (void)interp;
+    (void)switches;
+    return -1;
 }
 
 int calx_gil_bounds(PyInterpreterState *interp, uintptr_t *lo, uintptr_t *hi)

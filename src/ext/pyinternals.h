@@ -137,6 +137,19 @@ void calx_threads_unlock(void);
    caller looks at it.  Callable without the GIL; async-signal-safe. */
 PyThreadState *calx_gil_holder_sigsafe(PyInterpreterState *interp);
 
+/* Before 3.13, with a GIL: does another thread's request that the holder
+   let the GIL go stand (1) or not (0), and how many times has the GIL
+   changed hands (*switches)?  A thread that waits for the GIL sets the
+   request when its switch interval ends with the holder unchanged
+   (take_gil, Python/ceval_gil.[ch]); a holder running bytecode answers
+   at its next look at its eval breaker, within instructions, marking the
+   GIL unlocked (drop_gil) before the request is reset, and the waiter's
+   taking it counts a switch.  So a holder seen holding while one request
+   stands, with no switch between, did not look in between.  -1 on 3.13+
+   and the free-threaded build (3.13+ probes a bit of the thread's own:
+   calx_probe_holder).  Async-signal-safe. */
+int calx_gil_drop_asked_sigsafe(PyInterpreterState *interp, unsigned long *switches);
+
 /* Where the GIL's state lies, [*lo, *hi): its mutexes and conditions are
    in it, so a thread blocked on a futex word there waits for the GIL (or,
    made to let it go, for another thread to take it).  0, or -1 if
@@ -167,10 +180,7 @@ int calx_probe_holder(PyInterpreterState *interp, const PyThreadState *holder);
    it): set its "signals pending" bit, as calx_probe_holder does, and say
    whether it was still set (1), or clear (0: it looked at its eval
    breaker since the last probe); -1 where there is no probe (nothing
-   set).  Before 3.13, with a GIL, ts holding it: 1 if another thread's
-   request that it drop the GIL stands (it has not looked since the
-   request, a moment ago at most if it runs bytecode), else -1; nothing
-   is set.  Async-signal-safe. */
+   set).  Async-signal-safe. */
 int calx_probe_own_sigsafe(PyThreadState *ts);
 
 /* The thread (threading.get_ident()) of a thread state that another thread
