@@ -733,6 +733,19 @@ static int shim_owned(const frame_t *fr)
 #endif
 }
 
+/* The thread's innermost frame now (its thread state outlives it). */
+static const void *innermost_sigsafe(const PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return __atomic_load_n(&ts->current_frame, __ATOMIC_ACQUIRE);
+#elif PY_VERSION_HEX >= 0x030B0000
+    _PyCFrame *cf = __atomic_load_n(&ts->cframe, __ATOMIC_RELAXED);
+    return cf ? __atomic_load_n(&cf->current_frame, __ATOMIC_ACQUIRE) : NULL;
+#else
+    return __atomic_load_n(&ts->frame, __ATOMIC_ACQUIRE);
+#endif
+}
+
 static int peek_chain_sigsafe(cal_vmread *w, const PyThreadState *ts, calx_peek *out)
 {
     out->n = 0;
@@ -758,11 +771,27 @@ static int peek_chain_sigsafe(cal_vmread *w, const PyThreadState *ts, calx_peek 
         frame_t fr;
         char raw[sizeof(frame_t)];
     } u;
+    int tries = 0;
     for (int k = 0; rc == 0 && f && k < CALX_PEEK_FRAMES; k++) {
         if ((rc = read_frame_sigsafe(w, f, u.raw, peek_at.copy)) != 0)
             break;
         if (!frame_running_sigsafe(w, f, &u.fr))
             return 1;
+        /* The innermost frame must still be the thread's when its copy
+           is done: one that returned meanwhile keeps its memory, at its
+           `return` (a decorated 2 us function's `return x` read 3.2% of
+           its time on 3.11 and 2.8% on 3.13, py-spy under 0.3%).  Read
+           again from the new innermost frame, twice at most, then given
+           up (the service's live stack stands); given up at once, the
+           time went to the lines the service is answered at instead
+           (functions' first lines). */
+        if (k == 0 && innermost_sigsafe(ts) != f) {
+            if (tries++ >= 2)
+                return 1;
+            f = innermost_sigsafe(ts);
+            k = -1;
+            continue;
+        }
 #if defined(Py_GIL_DISABLED) && PY_VERSION_HEX >= 0x030B0000
         out->fragile |= u.fr.owner == FRAME_OWNED_BY_GENERATOR;
 #endif
