@@ -138,6 +138,15 @@
  *     (an operator: a @ b on small arrays), which is answered elsewhere.
  *     On the free-threaded build, native calls shorter than SERVICE_NS
  *     count as Python.
+ *   - The main thread's peek reads its frames while it runs on another
+ *     CPU; a read that sees them change (a generator found suspended,
+ *     the innermost frame moved three times) is given up, and the sample
+ *     goes where the thread answers, at an eval-breaker check: a tight
+ *     loop's `for` line loses to its body.  How often depends on whether
+ *     the scheduler put the sampler thread on the main thread's CPU (a
+ *     2 us function's `for` line read 0.06-0.26 of it unpinned, 0.16-0.21
+ *     on one CPU, py-spy 0.18-0.21; INTERNALS, "Frames that change
+ *     faster than a read").
  *   - Without ticks, a thread found outside Python (a C thread between its
  *     calls into it) has the Python it ran since its previous sample
  *     credited to where a sample last found it in Python: right for a
