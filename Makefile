@@ -13,7 +13,7 @@ install:
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip install -q .
 
-# Build from scratch and run every test tier on every CPython 3.9-3.13 found.
+# Build from scratch and run every test tier on every CPython 3.9-3.14 found.
 test:
 	tools/test-all.sh
 
