@@ -414,7 +414,19 @@ def test_sleep_and_io_are_waiting_and_syscalls_are_system(run_calipers):
     main = next(t for t in run.profile["threads"] if t["main"])
     quiet = main["preempted_s"] <= 0.05 * cpu(main)
     assert cpu(read) >= (0.35 if quiet else 0.30), (read, main)
-    assert read["system_s"] >= 0.5 * cpu(read), read
+    # Its system share against the kernel's split of the whole loop, which
+    # the program reads (getrusage of its thread): 0.81-0.90 quiet, where
+    # the read line is within 0.02 of it (3.9, 3.12, 3.13, 3.14t).  The
+    # same bias takes the system time of the reads to the `while` line,
+    # whose clock read is where the kernel preempts the thread: beside two
+    # busy processes on two CPUs the line read 0.51-0.77 against 0.79-0.90
+    # (3.12; and 0.49 in a loaded CI run, against the absolute 0.5 asked
+    # before).  Beside four, 0.35 against 0.85 once, and the line's CPU
+    # falls under the floor above as well: a main thread preempted for
+    # more than its CPU is not yet read right (issue 18).
+    share = read["system_s"] / cpu(read)
+    loop = truth["loop_system_share"]
+    assert share >= loop - (0.1 if quiet else 0.45), (share, loop, read, main)
 
 
 def test_a_blocking_line_gets_its_waiting_and_none_of_the_cpu_before(run_calipers):
