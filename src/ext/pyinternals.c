@@ -733,12 +733,15 @@ static int shim_owned(const frame_t *fr)
 #endif
 }
 
-/* The thread's innermost frame now (its thread state outlives it). */
+/* The thread's innermost frame now.  The thread state outlives the
+   thread's frames; its fields are read as they are. */
 static const void *innermost_sigsafe(const PyThreadState *ts)
 {
 #if PY_VERSION_HEX >= 0x030D0000
     return __atomic_load_n(&ts->current_frame, __ATOMIC_ACQUIRE);
 #elif PY_VERSION_HEX >= 0x030B0000
+    /* The C frame is on the thread's own stack (or in its thread state),
+       mapped while the thread lives, even once that call has returned. */
     _PyCFrame *cf = __atomic_load_n(&ts->cframe, __ATOMIC_RELAXED);
     return cf ? __atomic_load_n(&cf->current_frame, __ATOMIC_ACQUIRE) : NULL;
 #else
@@ -752,21 +755,8 @@ static int peek_chain_sigsafe(cal_vmread *w, const PyThreadState *ts, calx_peek 
     out->fragile = 0;
     pid_t pid = __atomic_load_n(&peek_pid, __ATOMIC_RELAXED);
     cal_vmread_reset_sigsafe(w, pid ? pid : getpid());
-    /* The thread state outlives the thread's frames; its fields are read
-       as they are. */
-#if PY_VERSION_HEX >= 0x030D0000
-    const void *f = __atomic_load_n(&ts->current_frame, __ATOMIC_RELAXED);
+    const void *f = innermost_sigsafe(ts);
     int rc = 0;
-#elif PY_VERSION_HEX >= 0x030B0000
-    /* The C frame is on the thread's own stack (or in its thread state),
-       mapped while the thread lives, even once that call has returned. */
-    _PyCFrame *cf = __atomic_load_n(&ts->cframe, __ATOMIC_RELAXED);
-    const void *f = cf ? __atomic_load_n(&cf->current_frame, __ATOMIC_RELAXED) : NULL;
-    int rc = cf ? 0 : -1;
-#else
-    const void *f = __atomic_load_n(&ts->frame, __ATOMIC_RELAXED);
-    int rc = 0;
-#endif
     union {
         frame_t fr;
         char raw[sizeof(frame_t)];
@@ -785,10 +775,11 @@ static int peek_chain_sigsafe(cal_vmread *w, const PyThreadState *ts, calx_peek 
            up (the service's live stack stands); given up at once, the
            time went to the lines the service is answered at instead
            (functions' first lines). */
-        if (k == 0 && innermost_sigsafe(ts) != f) {
+        const void *now = k == 0 ? innermost_sigsafe(ts) : f;
+        if (now != f) {
             if (tries++ >= 2)
                 return 1;
-            f = innermost_sigsafe(ts);
+            f = now;
             k = -1;
             continue;
         }

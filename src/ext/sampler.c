@@ -114,7 +114,7 @@
  *   - A worker thread in native code that keeps the GIL counts as Python
  *     on 3.14t with its GIL off, and before 3.13 (no per-thread eval
  *     breaker to probe) when no other thread has asked it for the GIL
- *     (calx_probe_own_sigsafe) and its tick interrupts the interpreter's
+ *     (calx_gil_drop_asked_sigsafe) and its tick interrupts the interpreter's
  *     own code: the builtins (sorted() of a big list), and the half of a
  *     library's time spent in the interpreter's API (json's scanner
  *     building objects); a tick in a library's own code is native
